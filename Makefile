@@ -1,0 +1,30 @@
+# make demo: set up and run the demo pipeline end to end against an embedded S3 server.
+# make test: set up, start every service the tests need, and run the whole suite.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test venv postgres clean
+
+$(STAMP): setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(STAMP)
+
+# PostgreSQL server binaries, for the tests that load CSV/text output with COPY ... FROM.
+postgres:
+	bash scripts/ensure-postgres.sh
+
+demo: venv
+	$(BIN)/python -m pipelines.copy_to_s3 --demo
+
+test: venv postgres
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

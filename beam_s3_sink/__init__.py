@@ -1,0 +1,17 @@
+"""beam_s3_sink: copy a bounded Beam PCollection to S3 as Parquet or PostgreSQL COPY CSV.
+
+The Beam counterpart of Materialize's ``COPY ... TO 's3://...'``: three steps (init on one
+worker, upload on every worker, one completion), data files made visible only when the whole
+copy has succeeded, and exactly one :class:`CopyToResult`.
+
+>>> from beam_s3_sink import CopyToS3, CopyToResult, S3Config   # doctest: +SKIP
+>>> rows | CopyToS3("s3://bucket/exports/orders", format="parquet", schema=schema)  # doctest: +SKIP
+"""
+
+from .config import S3Config
+from .formats import CsvFormat, Format, ParquetFormat
+from .results import CopiedFile, CopyToResult, CopyToS3Error
+from .transform import CopyToS3
+
+__all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config",
+           "Format", "ParquetFormat", "CsvFormat"]

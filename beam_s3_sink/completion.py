@@ -1,0 +1,185 @@
+"""Step 3, completion: one finishing step over the combined reports of every bundle.
+
+::
+
+    BundleReport* ──CombineGlobally(MergeReports)──▶ one BundleReport ──▶ FinishFn ──▶ CopyToResult
+                                                                  ▲
+                                                 InitState ───────┘ (side input)
+
+On success ``FinishFn`` completes every pending upload (in parallel; an upload that an
+earlier attempt completed already is not an error), aborts any other pending upload of the
+copy (from failed or retried bundles), writes the manifest, deletes the sentinel, and emits
+the result. An empty input still gets one data file. On error it aborts the pending uploads,
+leaves the sentinel, and fails the pipeline (``fail_on_error``) or emits the error.
+
+``CombineGlobally`` emits its default for an empty input, so there is always exactly one
+report, hence exactly one result.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, List, Sequence, Set
+
+import apache_beam as beam
+import pyarrow as pa
+
+from .config import S3Config
+from .formats.base import Format
+from .keys import TOKEN_HEX_DIGITS, CopyKeys
+from .manifest import manifest_json
+from .results import BundleReport, CopiedFile, CopyToResult, CopyToS3Error, InitState, PendingFile
+from .s3 import S3RequestError, call, describe_error, error_code, list_uploads
+from .schema import schema_to_json
+
+__all__ = ["MergeReports", "FinishFn"]
+
+_log = logging.getLogger(__name__)
+EMPTY_FILE_TOKEN = "0" * TOKEN_HEX_DIGITS
+
+
+class MergeReports(beam.CombineFn):
+    """Merges the bundle reports: all pending files, the totals, the first error."""
+
+    def create_accumulator(self) -> BundleReport:
+        return BundleReport()
+
+    def add_input(self, accumulator: BundleReport, report: BundleReport) -> BundleReport:
+        return accumulator.merge(report)
+
+    def merge_accumulators(self, accumulators: Iterable[BundleReport]) -> BundleReport:
+        merged = BundleReport()
+        for accumulator in accumulators:
+            merged = merged.merge(accumulator)
+        return merged
+
+    def extract_output(self, accumulator: BundleReport) -> BundleReport:
+        return accumulator
+
+
+class FinishFn(beam.DoFn):
+    """Commits (or abandons) the copy and emits its :class:`CopyToResult`."""
+
+    def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema,
+                 fail_on_error: bool) -> None:
+        self._keys = keys
+        self._config = config
+        self._format = fmt
+        self._schema = schema
+        self._fail_on_error = fail_on_error
+        self._client: Any = None
+
+    def setup(self) -> None:
+        self._client = self._config.make_client()
+
+    def process(self, report: BundleReport, state: InitState) -> Iterable[CopyToResult]:
+        if state.done is not None:
+            yield state.done
+            return
+        error = state.error or report.error
+        if error is None:
+            try:
+                committed = self._commit(report, state)
+            except S3RequestError as exc:
+                error = f"completing the copy failed: {exc}"
+                self._abandon(report.files, delete_completed=True)
+            else:
+                yield committed
+                return
+        else:
+            self._abandon(report.files)
+        result = CopyToResult(uri=self._keys.location.uri, sink_id=self._keys.sink_id, error=error)
+        _log.error("copy %s to %s failed: %s", self._keys.sink_id, result.uri, error)
+        if self._fail_on_error:
+            raise CopyToS3Error(f"CopyToS3 to {result.uri} (sink_id {result.sink_id!r}) failed: {error}")
+        yield result
+
+    # success ----------------------------------------------------------------------------
+    def _commit(self, report: BundleReport, state: InitState) -> CopyToResult:
+        keys, bucket = self._keys, self._keys.location.bucket
+        files: Sequence[PendingFile] = report.files
+        copied: List[CopiedFile] = []
+        if files:
+            with ThreadPoolExecutor(self._config.max_concurrency) as pool:
+                list(pool.map(self._complete, files))
+            copied = [CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes) for f in files]
+        else:
+            copied = [self._write_empty_file()]
+        copied.sort(key=lambda f: f.uri)
+        warnings = list(state.warnings) + self._abort_others({f.key for f in files})
+        result = CopyToResult(
+            uri=keys.location.uri, sink_id=keys.sink_id, rows=sum(f.rows for f in copied),
+            bytes=sum(f.bytes for f in copied), files=tuple(copied),
+            manifest_uri=keys.location.object_uri(keys.manifest), warnings=tuple(warnings))
+        body = manifest_json(result, self._format.describe(), schema_to_json(self._schema))
+        call(self._client, "PutObject", bucket, keys.manifest, Body=body, ContentType="application/json")
+        call(self._client, "DeleteObject", bucket, keys.sentinel)
+        _log.info("copy %s to %s finished: %d rows in %d file(s), %d bytes",
+                  keys.sink_id, result.uri, result.rows, len(result.files), result.bytes)
+        return result
+
+    def _complete(self, pending: PendingFile) -> None:
+        bucket = self._keys.location.bucket
+        parts = [{"PartNumber": n, "ETag": etag} for n, etag in pending.parts]
+        try:
+            self._client.complete_multipart_upload(
+                Bucket=bucket, Key=pending.key, UploadId=pending.upload_id,
+                MultipartUpload={"Parts": parts})
+        except Exception as exc:  # noqa: BLE001 - translated below
+            if error_code(exc) == "NoSuchUpload" and self._already_complete(pending):
+                return
+            raise S3RequestError(describe_error(exc, "CompleteMultipartUpload", bucket, pending.key)) from exc
+
+    def _already_complete(self, pending: PendingFile) -> bool:
+        """Whether an earlier attempt completed this upload (the object is there, whole)."""
+        try:
+            head = self._client.head_object(Bucket=self._keys.location.bucket, Key=pending.key)
+        except Exception:  # noqa: BLE001 - not there: really not completed
+            return False
+        return int(head["ContentLength"]) == pending.bytes
+
+    def _write_empty_file(self) -> CopiedFile:
+        buffer = io.BytesIO()
+        encoder = self._format.open(self._schema, buffer, 2**62)
+        encoder.close()
+        body = buffer.getvalue()
+        key = self._keys.data_file(EMPTY_FILE_TOKEN, 1, self._format.extension)
+        call(self._client, "PutObject", self._keys.location.bucket, key, Body=body)
+        return CopiedFile(self._keys.location.object_uri(key), 0, len(body))
+
+    def _abort_others(self, keep: Set[str]) -> List[str]:
+        """Abort pending uploads of this copy that no committed bundle reported."""
+        bucket = self._keys.location.bucket
+        try:
+            uploads = list(list_uploads(self._client, bucket, self._keys.data_prefix))
+        except S3RequestError as exc:
+            return [f"could not list pending uploads to clean up: {exc}"]
+        warnings = []
+        for key, upload_id in uploads:
+            if key in keep or not self._keys.is_data_file(key):
+                continue
+            try:
+                call(self._client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)
+            except S3RequestError as exc:
+                warnings.append(f"could not abort an abandoned upload: {exc}")
+        return warnings
+
+    # failure ----------------------------------------------------------------------------
+    def _abandon(self, files: Sequence[PendingFile], delete_completed: bool = False) -> None:
+        """Abort the pending uploads (best effort); after a failed commit, also delete the
+        files it had completed already, so that no partial copy stays visible."""
+        bucket = self._keys.location.bucket
+        for pending in files:
+            try:
+                call(self._client, "AbortMultipartUpload", bucket, pending.key, UploadId=pending.upload_id)
+            except S3RequestError as exc:
+                if delete_completed:
+                    try:
+                        call(self._client, "DeleteObject", bucket, pending.key)
+                    except S3RequestError as delete_exc:
+                        _log.warning("could not delete %s: %s", pending.key, delete_exc)
+                else:
+                    _log.warning("could not abort %s: %s", pending.key, exc)
+        self._abort_others(set())

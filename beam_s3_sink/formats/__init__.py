@@ -1,0 +1,35 @@
+"""Output formats: Parquet (pyarrow) and PostgreSQL's COPY CSV.
+
+``format=`` of :class:`~beam_s3_sink.CopyToS3` takes a name from :data:`FORMATS` or a format
+object with options, such as ``ParquetFormat(compression="zstd")``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Type, Union
+
+from .base import FileEncoder, Format
+from .csv import CsvFormat
+from .parquet import ParquetFormat
+
+__all__ = ["Format", "FileEncoder", "ParquetFormat", "CsvFormat", "FORMATS", "resolve_format"]
+
+FORMATS: Dict[str, Type[Format]] = {
+    ParquetFormat.name: ParquetFormat,
+    CsvFormat.name: CsvFormat,
+}
+
+
+def resolve_format(format: Union[str, Format]) -> Format:
+    """The format object for a name or an object.
+
+    >>> resolve_format("csv")
+    CsvFormat(header=False, delimiter=',', null='', quote='"', escape='"', force_quote=())
+    """
+    if isinstance(format, Format):
+        return format
+    if isinstance(format, str) and format.lower() in FORMATS:
+        return FORMATS[format.lower()]()
+    raise ValueError(
+        f"CopyToS3: unknown format {format!r}; use one of {sorted(FORMATS)} or a format object "
+        "such as ParquetFormat(compression='zstd')")

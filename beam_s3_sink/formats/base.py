@@ -1,0 +1,73 @@
+"""The interface every output format implements.
+
+A format is a frozen, picklable value (its options). On a worker it opens a
+:class:`FileEncoder` per data file; the upload step feeds the encoder Arrow record batches
+and watches ``full`` to start the next file::
+
+    rows ──▶ RecordBatch ──▶ encoder.write(batch) ──▶ stream (MultipartStream)
+                                 │ returns the rows that did not fit, if any
+                                 └─ encoder.full ──▶ close() ──▶ next file
+
+Adding a format is one module: subclass :class:`Format` and :class:`FileEncoder`, then
+register the class in ``beam_s3_sink.formats``.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, BinaryIO, ClassVar, Dict, Optional
+
+import pyarrow as pa
+
+__all__ = ["Format", "FileEncoder"]
+
+
+class FileEncoder(abc.ABC):
+    """Encodes record batches into one data file. Made by :meth:`Format.open`."""
+
+    def __init__(self, out: BinaryIO, max_file_size: int) -> None:
+        self.out = out
+        self.max_file_size = max_file_size
+        self.rows = 0
+
+    @abc.abstractmethod
+    def write(self, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
+        """Encode ``batch``; return the rows that did not fit in this file (None if all did).
+
+        An encoder always takes at least one row into an empty file, so that a row larger
+        than the file-size limit still gets a file of its own.
+        """
+
+    @property
+    @abc.abstractmethod
+    def full(self) -> bool:
+        """True once the file has reached its size: the caller closes it and opens the next."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Write what is buffered and the file's trailer (Parquet footer, compressor end)."""
+
+
+class Format(abc.ABC):
+    """Options of one output format; frozen and picklable. Subclasses are dataclasses."""
+
+    name: ClassVar[str]
+
+    @property
+    @abc.abstractmethod
+    def extension(self) -> str:
+        """The data files' extension, without the dot: ``parquet``, ``csv.gz``..."""
+
+    def check_schema(self, schema: pa.Schema) -> None:
+        """Raise ``ValueError`` (at pipeline construction) for a schema this format cannot write."""
+
+    @abc.abstractmethod
+    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
+        """Start one data file written to ``out``."""
+
+    def describe(self) -> Dict[str, Any]:
+        """The format and its options, for the manifest."""
+        import dataclasses
+
+        options = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
+        return {"name": self.name, "extension": self.extension, "options": options}

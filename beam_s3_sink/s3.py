@@ -1,0 +1,215 @@
+"""S3 access: multipart file streams and the few object-store calls the steps make.
+
+An upload step writes each data file through a :class:`MultipartStream`, a write-only file
+object that an encoder (pyarrow's Parquet writer, the CSV encoder) writes into::
+
+    encoder.write(bytes) ──▶ part buffer (part_size) ──▶ thread pool: upload_part ─┐
+                                                         (at most max_concurrency  │
+                                                          parts in flight)         ▼
+                                   finish(): last part, wait ──▶ PendingFile(key, upload id, ETags)
+
+The stream never completes its multipart upload: completion does, in one place, once every
+bundle has reported. A worker therefore holds at most ``part_size * (max_concurrency + 1)``
+bytes of encoded data per open file.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .results import PendingFile
+
+__all__ = ["MultipartStream", "S3RequestError", "describe_error", "list_keys", "list_uploads",
+           "error_code"]
+
+_log = logging.getLogger(__name__)
+
+
+class S3RequestError(RuntimeError):
+    """An S3 request failed; the message names the operation, the object and S3's answer."""
+
+
+def error_code(exc: BaseException) -> Optional[str]:
+    """S3's error code (``NoSuchBucket``, ``AccessDenied``...) of a failed request, if any."""
+    if isinstance(exc, ClientError):
+        return exc.response.get("Error", {}).get("Code")
+    return None
+
+
+def describe_error(exc: BaseException, operation: str, bucket: str, key: Optional[str] = None) -> str:
+    """A one-line message naming the refused operation, the object and what to check."""
+    where = f"s3://{bucket}/{key}" if key is not None else f"s3://{bucket}"
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = err.get("Code", "Error")
+        message = err.get("Message", "")
+        hint = {
+            "NoSuchBucket": "the bucket does not exist: create it or fix the URI",
+            "AccessDenied": f"the credentials are not allowed to call s3:{operation} there",
+            "InvalidAccessKeyId": "the access key id is not known to the server: check the credentials",
+            "SignatureDoesNotMatch": "the secret key does not match the access key id",
+            "ExpiredToken": "the session token has expired: refresh the credentials",
+        }.get(code)
+        text = f"S3 refused {operation} on {where}: {code}"
+        if message:
+            text += f" ({message})"
+        if hint:
+            text += f"; {hint}"
+        return text
+    if isinstance(exc, BotoCoreError):
+        return f"S3 request {operation} on {where} failed: {exc}"
+    return f"{operation} on {where} failed: {type(exc).__name__}: {exc}"
+
+
+def call(client: Any, operation: str, bucket: str, key: Optional[str] = None, **kwargs: Any) -> Dict[str, Any]:
+    """Call one S3 operation (botocore retries transient errors); raise S3RequestError on failure."""
+    method = getattr(client, _snake(operation))
+    try:
+        return method(Bucket=bucket, **({"Key": key} if key is not None else {}), **kwargs)
+    except (ClientError, BotoCoreError) as exc:
+        raise S3RequestError(describe_error(exc, operation, bucket, key)) from exc
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+def list_keys(client: Any, bucket: str, prefix: str) -> Iterator[Dict[str, Any]]:
+    """Every object under ``prefix``: dicts with ``Key``, ``Size``, ``ETag``."""
+    token: Optional[str] = None
+    while True:
+        kwargs: Dict[str, Any] = {"Prefix": prefix}
+        if token:
+            kwargs["ContinuationToken"] = token
+        page = call(client, "ListObjectsV2", bucket, **kwargs)
+        yield from page.get("Contents", ())
+        if not page.get("IsTruncated"):
+            return
+        token = page["NextContinuationToken"]
+
+
+def list_uploads(client: Any, bucket: str, prefix: str) -> Iterator[Tuple[str, str]]:
+    """Every multipart upload in progress under ``prefix``, as ``(key, upload id)``."""
+    markers: Dict[str, str] = {}
+    while True:
+        page = call(client, "ListMultipartUploads", bucket, Prefix=prefix, **markers)
+        for upload in page.get("Uploads", ()):
+            yield upload["Key"], upload["UploadId"]
+        if not page.get("IsTruncated"):
+            return
+        markers = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+
+
+class MultipartStream(io.RawIOBase):
+    """A write-only file object that uploads what is written as parts of one multipart upload.
+
+    >>> stream = MultipartStream(client, "bucket", "p/id-0123456789abcdef-0001.csv",
+    ...                          part_size=8 * 2**20, pool=pool, max_in_flight=4)  # doctest: +SKIP
+    >>> stream.write(b"a,b\\n")                                                  # doctest: +SKIP
+    >>> pending = stream.finish(rows=1)                                          # doctest: +SKIP
+
+    The upload is created lazily, on the first part. ``finish`` uploads the remaining bytes
+    as the last part (an empty part for an empty file) and returns a :class:`PendingFile`;
+    ``abort`` gives the upload up. Neither completes it.
+    """
+
+    def __init__(self, client: Any, bucket: str, key: str, *, part_size: int,
+                 pool: ThreadPoolExecutor, max_in_flight: int,
+                 create_args: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__()
+        self._client = client
+        self.bucket = bucket
+        self.key = key
+        self._part_size = part_size
+        self._pool = pool
+        self._max_in_flight = max_in_flight
+        self._create_args = create_args or {}
+        self._buffer = bytearray()
+        self._position = 0
+        self._upload_id: Optional[str] = None
+        self._futures: List[Future] = []
+        self._parts: List[Tuple[int, str]] = []
+        self.parts_uploaded = 0
+
+    # io.RawIOBase protocol -------------------------------------------------------------
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def write(self, data: Any) -> int:  # type: ignore[override]
+        view = memoryview(data).cast("B")
+        self._buffer += view
+        self._position += len(view)
+        while len(self._buffer) >= self._part_size:
+            chunk = bytes(self._buffer[: self._part_size])
+            del self._buffer[: self._part_size]
+            self._submit(chunk)
+        return len(view)
+
+    def close(self) -> None:
+        # Closing (pyarrow does it when its writer closes) must not end the upload: the
+        # stream stays usable for finish(); only finish()/abort() end it.
+        pass
+
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        return False
+
+    # upload -----------------------------------------------------------------------------
+    @property
+    def upload_id(self) -> Optional[str]:
+        return self._upload_id
+
+    def _ensure_upload(self) -> str:
+        if self._upload_id is None:
+            response = call(self._client, "CreateMultipartUpload", self.bucket, self.key,
+                            **self._create_args)
+            self._upload_id = response["UploadId"]
+        return self._upload_id
+
+    def _submit(self, chunk: bytes) -> None:
+        upload_id = self._ensure_upload()
+        number = len(self._futures) + 1
+        # Bound memory: wait for the oldest part in flight before queueing another.
+        in_flight = [f for f in self._futures if not f.done()]
+        if len(in_flight) >= self._max_in_flight:
+            in_flight[0].result()
+        self._futures.append(self._pool.submit(self._upload_part, upload_id, number, chunk))
+
+    def _upload_part(self, upload_id: str, number: int, chunk: bytes) -> Tuple[int, str]:
+        response = call(self._client, "UploadPart", self.bucket, self.key,
+                        UploadId=upload_id, PartNumber=number, Body=chunk)
+        self.parts_uploaded += 1
+        return number, response["ETag"]
+
+    def finish(self, rows: int) -> PendingFile:
+        """Upload the last part, wait for every part, and describe the pending upload."""
+        if self._buffer or not self._futures:
+            self._submit(bytes(self._buffer))
+            self._buffer = bytearray()
+        parts = tuple(f.result() for f in self._futures)
+        return PendingFile(key=self.key, upload_id=self._ensure_upload(), parts=parts,
+                           rows=rows, bytes=self._position)
+
+    def abort(self) -> None:
+        """Give the upload up (best effort): its parts are discarded by S3."""
+        for f in self._futures:
+            f.cancel()
+        for f in self._futures:
+            try:
+                f.result()
+            except BaseException:  # noqa: BLE001 - we are aborting anyway
+                pass
+        if self._upload_id is not None:
+            try:
+                call(self._client, "AbortMultipartUpload", self.bucket, self.key,
+                     UploadId=self._upload_id)
+            except S3RequestError as exc:
+                _log.warning("could not abort %s: %s", self.key, exc)

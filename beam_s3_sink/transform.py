@@ -1,0 +1,129 @@
+"""``CopyToS3``: the composite transform that wires the three steps together.
+
+::
+
+    p ─ Create([None]) ─▶ Prepare ──────────────────InitState─────────────────┐
+           errors ─AsList─┘     │ AsSingleton                                 │ AsSingleton
+                                ▼                                             ▼
+    rows ──────────────────▶ Upload (per bundle) ─BundleReport*─▶ Gather ─▶ Finish ─▶ CopyToResult
+
+Everything that can be checked without S3 is checked here, when the pipeline is built: the
+URI, the format and its options against the schema, the sizes. Nothing here touches the
+network: clients are made on the workers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional, Union
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.pvalue import AsList, AsSingleton, PCollection
+
+from .completion import FinishFn, MergeReports
+from .config import S3Config
+from .formats import Format, resolve_format
+from .init import PrepareFn
+from .keys import CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
+from .schema import resolve_schema
+from .upload import UploadFn
+
+__all__ = ["CopyToS3", "parse_size"]
+
+DEFAULT_MAX_FILE_SIZE = 256 * 2**20
+MIN_FILE_SIZE = 1024
+MAX_PARTS = 10_000
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(size: Union[int, str]) -> int:
+    """Bytes from an int or a string such as ``"256MB"`` (10**6) or ``"64MiB"`` (2**20).
+
+    >>> parse_size("1MiB"), parse_size("2 MB"), parse_size(4096)
+    (1048576, 2000000, 4096)
+    """
+    if isinstance(size, bool):
+        raise ValueError(f"CopyToS3: max_file_size must be a number of bytes, got {size!r}")
+    if isinstance(size, int):
+        return size
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(size))
+    if not match or match.group(2).lower() not in _UNITS:
+        raise ValueError(
+            f"CopyToS3: max_file_size {size!r} is not a size; write bytes as an int or a string "
+            "such as '256MB' or '64MiB'")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+class CopyToS3(beam.PTransform):
+    """Copy a bounded PCollection to S3 as Parquet or CSV; output exactly one CopyToResult.
+
+    >>> with beam.Pipeline() as p:                                         # doctest: +SKIP
+    ...     result = (p | beam.Create([{"id": 1, "name": "a"}])
+    ...                 | CopyToS3("s3://bucket/exports/orders", format="parquet",
+    ...                            schema=pa.schema([("id", pa.int64()), ("name", pa.string())])))
+    ...     result | beam.Map(lambda r: print(r.rows, r.files))
+
+    Args:
+      uri: ``s3://bucket[/path]``; the path must be empty but for objects of this sink id.
+      format: ``"parquet"``, ``"csv"``, or a format object such as ``CsvFormat(header=True)``.
+      schema: a ``pyarrow.Schema``; optional when the PCollection has a Beam schema.
+      max_file_size: bytes per data file (an int, or a string such as ``"256MB"``).
+      sink_id: names every object of this copy; reruns with the same id are idempotent.
+        Default: a fresh id made when the pipeline is built.
+      s3: an :class:`S3Config`; default: the pipeline's S3Options, else boto3's chain.
+      errors: a PCollection of upstream errors; any element aborts the copy before it writes.
+      fail_on_error: raise :class:`CopyToS3Error` (failing the pipeline) on error; False
+        reports the error in the result instead.
+    """
+
+    def __init__(self, uri: str, format: Union[str, Format] = "parquet",
+                 schema: Optional[pa.Schema] = None,
+                 max_file_size: Union[int, str] = DEFAULT_MAX_FILE_SIZE,
+                 sink_id: Optional[str] = None, s3: Optional[S3Config] = None,
+                 errors: Optional[PCollection] = None, fail_on_error: bool = True,
+                 label: Optional[str] = None) -> None:
+        super().__init__(label)
+        self._location = parse_s3_uri(uri)
+        self._format = resolve_format(format)
+        self._schema = schema
+        self._max_file_size = parse_size(max_file_size)
+        if self._max_file_size < MIN_FILE_SIZE:
+            raise ValueError(
+                f"CopyToS3: max_file_size must be at least {MIN_FILE_SIZE} bytes, got {self._max_file_size}")
+        self._sink_id = validate_sink_id(sink_id) if sink_id is not None else new_sink_id()
+        if s3 is not None and not isinstance(s3, S3Config):
+            raise TypeError(f"CopyToS3: s3 must be an S3Config, got {type(s3).__name__}")
+        self._s3 = s3
+        self._errors = errors
+        self._fail_on_error = bool(fail_on_error)
+
+    @property
+    def sink_id(self) -> str:
+        """The id that names every object this copy writes."""
+        return self._sink_id
+
+    def expand(self, rows: PCollection) -> PCollection:
+        schema = resolve_schema(self._schema, rows.element_type)
+        self._format.check_schema(schema)
+        config = self._s3 or S3Config.from_pipeline_options(rows.pipeline.options)
+        if self._max_file_size > config.part_size * MAX_PARTS:
+            raise ValueError(
+                f"CopyToS3: max_file_size {self._max_file_size} needs more than {MAX_PARTS} parts of "
+                f"{config.part_size} bytes; raise S3Config.part_size")
+        keys = CopyKeys(self._location, self._sink_id)
+        pipeline = rows.pipeline
+        errors = self._errors if self._errors is not None else (
+            pipeline | "NoUpstreamErrors" >> beam.Create([]))
+        init = (pipeline
+                | "Start" >> beam.Create([None])
+                | "Prepare" >> beam.ParDo(PrepareFn(keys, config), AsList(errors)))
+        reports = rows | "Upload" >> beam.ParDo(
+            UploadFn(keys, config, self._format, schema, self._max_file_size), AsSingleton(init))
+        report = reports | "Gather" >> beam.CombineGlobally(MergeReports())
+        return report | "Finish" >> beam.ParDo(
+            FinishFn(keys, config, self._format, schema, self._fail_on_error), AsSingleton(init))
+
+    def default_label(self) -> str:
+        return f"CopyToS3({self._location.uri})"

@@ -1,0 +1,35 @@
+"""beam_s3_sink: copy a bounded Apache Beam PCollection to S3 as Parquet or PostgreSQL COPY CSV."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="beam_s3_sink",
+    version="0.1.0",
+    description="Apache Beam transform that copies a bounded PCollection to S3 as Parquet or "
+                "PostgreSQL COPY CSV/text, with one result: rows copied, or the error",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=find_packages(include=["beam_s3_sink", "beam_s3_sink.*", "pipelines", "pipelines.*"]),
+    install_requires=[
+        "apache-beam>=2.60",
+        "pyarrow>=14",
+        "boto3>=1.34",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-timeout",
+            "moto[server]>=5",
+            "requests",
+            "duckdb",
+            "polars",
+            "psycopg[binary]>=3.1",
+        ],
+    },
+    license="Apache-2.0",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Database",
+    ],
+)
