@@ -270,3 +270,42 @@ def _load(path):
 
     with open(path, "rb") as f:
         return pickle.load(f)
+
+
+def test_uploads_of_an_uncommitted_bundle_stay_invisible_and_are_aborted(s3_config, s3_client, bucket):
+    from beam_s3_sink.completion import FinishFn
+    from beam_s3_sink.formats import resolve_format
+    from beam_s3_sink.init import prepare
+    from beam_s3_sink.upload import UploadFn
+
+    keys = CopyKeys(S3Location(bucket, "p"), "retried")
+    fmt = resolve_format("csv")
+    state = prepare(s3_client, keys)
+
+    def run_bundle(ids):
+        upload = UploadFn(keys, s3_config, fmt, SCHEMA, max_file_size=4096)
+        upload.setup()
+        upload.start_bundle()
+        for i in ids:
+            upload.process(make_row(i), state)
+        report = list(upload.finish_bundle())[0].value
+        upload.teardown()
+        return report
+
+    # The first attempt uploads its rows, but its report never reaches completion (the worker
+    # died after its last part, or the runner retried the bundle); the retry's report does.
+    lost = run_bundle(range(200))
+    assert len(lost.files) >= 2 and lost.rows == 200
+    assert data_keys(s3_client, bucket, "p") == [], "uploads must not be visible before completion"
+    assert sorted(pending_uploads(s3_client, bucket)) == sorted(f.key for f in lost.files)
+    committed = run_bundle(range(200))
+
+    finish = FinishFn(keys, s3_config, fmt, SCHEMA, fail_on_error=True)
+    finish.setup()
+    [result] = list(finish.process(committed, state))
+    rows = [make_row(i) for i in range(200)]
+    files = check_finished_copy(s3_client, bucket, "p", result, rows,
+                                lambda key: read_csv_rows(get_bytes(s3_client, bucket, key), header=False))
+    assert sorted(files) == sorted(f.key for f in committed.files)
+    assert not set(files) & {f.key for f in lost.files}
+    assert pending_uploads(s3_client, bucket) == [], "completion must abort the lost attempt's uploads"
