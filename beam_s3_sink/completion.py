@@ -25,19 +25,21 @@ from typing import Any, Iterable, List, Sequence, Set
 
 import apache_beam as beam
 import pyarrow as pa
+from apache_beam.metrics import Metrics
 
 from .config import S3Config
 from .formats.base import Format
 from .keys import TOKEN_HEX_DIGITS, CopyKeys
 from .manifest import manifest_json
 from .results import BundleReport, CopiedFile, CopyToResult, CopyToS3Error, InitState, PendingFile
-from .s3 import S3RequestError, call, describe_error, error_code, list_uploads
+from .s3 import RetryCounter, S3RequestError, call, describe_error, error_code, list_uploads
 from .schema import schema_to_json
 
 __all__ = ["MergeReports", "FinishFn"]
 
 _log = logging.getLogger(__name__)
 EMPTY_FILE_TOKEN = "0" * TOKEN_HEX_DIGITS
+NAMESPACE = "beam_s3_sink"
 
 
 class MergeReports(beam.CombineFn):
@@ -70,11 +72,19 @@ class FinishFn(beam.DoFn):
         self._schema = schema
         self._fail_on_error = fail_on_error
         self._client: Any = None
+        self._retries_counter = Metrics.counter(NAMESPACE, "retries")
 
     def setup(self) -> None:
         self._client = self._config.make_client()
+        self._retries = RetryCounter.attach(self._client)
 
     def process(self, report: BundleReport, state: InitState) -> Iterable[CopyToResult]:
+        try:
+            yield from self._finish(report, state)
+        finally:
+            self._retries_counter.inc(self._retries.drain())
+
+    def _finish(self, report: BundleReport, state: InitState) -> Iterable[CopyToResult]:
         if state.done is not None:
             yield state.done
             return
