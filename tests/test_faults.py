@@ -69,15 +69,15 @@ def snapshot(client, bucket: str) -> dict:
 def test_copy_through_faults_keeps_every_row_once(fmt, runner_name, s3_endpoint, s3_config, s3_client, bucket):
     from conftest import runner_args
 
-    count = 20_000
+    count = 30_000
     with FaultProxy(s3_endpoint, seed=5, rate=1 / 8) as proxy:
         counters: dict = {}
         result = run_copy(args=runner_args(runner_name), generate=(make_row, count), counters=counters,
                           uri=f"s3://{bucket}/faulty", format=fmt, schema=SCHEMA,
                           s3=s3_config.replace(endpoint_url=proxy.url, max_attempts=10),
-                          max_file_size=32 * 1024)
+                          max_file_size=16 * 1024)
     assert_exactly_once(s3_client, bucket, "faulty", result, count)
-    assert len(result.files) >= 5
+    assert len(result.files) >= 30
     kinds = {fault for _, fault in proxy.faults}
     assert kinds == {"503", "500", "reset", "reset-after"}, proxy.faults
     # Every injected fault cost exactly one retry, and the retries were counted.
