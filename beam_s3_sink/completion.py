@@ -21,23 +21,25 @@ from __future__ import annotations
 import io
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, List, Sequence, Set
+from typing import Any, Iterable, List, Sequence, Set, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
+from apache_beam.metrics import Metrics
 
 from .config import S3Config
 from .formats.base import Format
 from .keys import TOKEN_HEX_DIGITS, CopyKeys
 from .manifest import manifest_json
 from .results import BundleReport, CopiedFile, CopyToResult, CopyToS3Error, InitState, PendingFile
-from .s3 import S3RequestError, call, describe_error, error_code, list_uploads
+from .s3 import RetryCounter, S3RequestError, call, describe_error, error_code, list_uploads
 from .schema import schema_to_json
 
 __all__ = ["MergeReports", "FinishFn"]
 
 _log = logging.getLogger(__name__)
 EMPTY_FILE_TOKEN = "0" * TOKEN_HEX_DIGITS
+NAMESPACE = "beam_s3_sink"
 
 
 class MergeReports(beam.CombineFn):
@@ -70,11 +72,19 @@ class FinishFn(beam.DoFn):
         self._schema = schema
         self._fail_on_error = fail_on_error
         self._client: Any = None
+        self._retries_counter = Metrics.counter(NAMESPACE, "retries")
 
     def setup(self) -> None:
         self._client = self._config.make_client()
+        self._retries = RetryCounter.attach(self._client)
 
     def process(self, report: BundleReport, state: InitState) -> Iterable[CopyToResult]:
+        try:
+            yield from self._finish(report, state)
+        finally:
+            self._retries_counter.inc(self._retries.drain())
+
+    def _finish(self, report: BundleReport, state: InitState) -> Iterable[CopyToResult]:
         if state.done is not None:
             yield state.done
             return
@@ -108,7 +118,7 @@ class FinishFn(beam.DoFn):
         else:
             copied = [self._write_empty_file()]
         copied.sort(key=lambda f: f.uri)
-        warnings = list(state.warnings) + self._abort_others({f.key for f in files})
+        warnings = list(state.warnings) + self._abort_others({(f.key, f.upload_id) for f in files})
         result = CopyToResult(
             uri=keys.location.uri, sink_id=keys.sink_id, rows=sum(f.rows for f in copied),
             bytes=sum(f.bytes for f in copied), files=tuple(copied),
@@ -149,8 +159,11 @@ class FinishFn(beam.DoFn):
         call(self._client, "PutObject", self._keys.location.bucket, key, Body=body)
         return CopiedFile(self._keys.location.object_uri(key), 0, len(body))
 
-    def _abort_others(self, keep: Set[str]) -> List[str]:
-        """Abort pending uploads of this copy that no committed bundle reported."""
+    def _abort_others(self, keep: Set[Tuple[str, str]]) -> List[str]:
+        """Abort pending uploads of this copy that no committed bundle reported.
+
+        Matched by (key, upload id), not by key: a CreateMultipartUpload whose answer was
+        lost and that botocore retried leaves a second upload of the same key behind."""
         bucket = self._keys.location.bucket
         try:
             uploads = list(list_uploads(self._client, bucket, self._keys.data_prefix))
@@ -158,7 +171,7 @@ class FinishFn(beam.DoFn):
             return [f"could not list pending uploads to clean up: {exc}"]
         warnings = []
         for key, upload_id in uploads:
-            if key in keep or not self._keys.is_data_file(key):
+            if (key, upload_id) in keep or not self._keys.is_data_file(key):
                 continue
             try:
                 call(self._client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)

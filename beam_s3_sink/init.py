@@ -11,8 +11,14 @@ It lists ``P/`` and decides:
 * a manifest of ``ID`` and no sentinel: the copy already finished; report that result again
   and write nothing (an idempotent rerun);
 * an object that ``ID`` did not write: fail, naming how many and the first few keys;
-* otherwise: remove what an earlier failed run of ``ID`` left (pending multipart uploads, data
-  files, a stale manifest) and write the ``INCOMPLETE`` sentinel.
+* otherwise: write the ``INCOMPLETE`` sentinel, then remove what an earlier failed run of
+  ``ID`` left (pending multipart uploads, data files, a stale manifest).
+
+Removing visible leftovers is required (a reader listing ``P/`` would otherwise see the failed
+run's rows next to the new ones), so a refused ``DeleteObject`` fails the copy. Aborting
+pending uploads is best effort: they are invisible anyway, and some S3-compatible stores
+lack ``ListMultipartUploads`` or ``AbortMultipartUpload``; what could not be done becomes a
+warning of the result.
 """
 
 from __future__ import annotations
@@ -21,17 +27,19 @@ import logging
 from typing import Any, Iterable, List
 
 import apache_beam as beam
+from apache_beam.metrics import Metrics
 
 from .config import S3Config
 from .keys import CopyKeys
 from .manifest import result_from_manifest
 from .results import InitState
-from .s3 import S3RequestError, call, list_keys, list_uploads
+from .s3 import RetryCounter, S3RequestError, call, list_keys, list_uploads
 
 __all__ = ["PrepareFn", "prepare"]
 
 _log = logging.getLogger(__name__)
 _SHOWN_FOREIGN_KEYS = 5
+NAMESPACE = "beam_s3_sink"
 
 
 class PrepareFn(beam.DoFn):
@@ -41,18 +49,22 @@ class PrepareFn(beam.DoFn):
         self._keys = keys
         self._config = config
         self._client: Any = None
+        self._retries_counter = Metrics.counter(NAMESPACE, "retries")
 
     def setup(self) -> None:
         self._client = self._config.make_client()
+        self._retries = RetryCounter.attach(self._client)
 
     def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitState]:
         for error in errors:
             yield InitState(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
         try:
-            yield prepare(self._client, self._keys)
+            state = prepare(self._client, self._keys)
         except S3RequestError as exc:
-            yield InitState(error=str(exc))
+            state = InitState(error=str(exc))
+        self._retries_counter.inc(self._retries.drain())
+        yield state
 
 
 def prepare(client: Any, keys: CopyKeys) -> InitState:
@@ -75,14 +87,30 @@ def prepare(client: Any, keys: CopyKeys) -> InitState:
             f"write are there ({shown}{more}); copy to an empty path, or delete those objects first. "
             "Nothing was written."))
 
-    warnings: List[str] = []
-    for key, upload_id in list_uploads(client, bucket, keys.data_prefix):
-        if keys.is_data_file(key):
-            call(client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)
+    # The sentinel goes first, so that readers see "in progress" while leftovers are removed.
+    call(client, "PutObject", bucket, keys.sentinel, Body=b"")
+    warnings = _abort_uploads(client, keys)
     leftovers = sorted(k for k in present if k != keys.sentinel)
     for key in leftovers:
         call(client, "DeleteObject", bucket, key)
     if leftovers:
         _log.info("removed %d object(s) left by an earlier failed run of copy %s", len(leftovers), keys.sink_id)
-    call(client, "PutObject", bucket, keys.sentinel, Body=b"")
     return InitState(warnings=tuple(warnings))
+
+
+def _abort_uploads(client: Any, keys: CopyKeys) -> List[str]:
+    """Abort the pending uploads of ``ID``'s data files (best effort); return the warnings."""
+    bucket = keys.location.bucket
+    try:
+        uploads = [(k, u) for k, u in list_uploads(client, bucket, keys.data_prefix) if keys.is_data_file(k)]
+    except S3RequestError as exc:
+        _log.warning("could not list pending uploads of copy %s: %s", keys.sink_id, exc)
+        return [f"could not look for pending uploads of an earlier run to abort: {exc}"]
+    warnings: List[str] = []
+    for key, upload_id in uploads:
+        try:
+            call(client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)
+        except S3RequestError as exc:
+            _log.warning("could not abort %s: %s", key, exc)
+            warnings.append(f"could not abort a pending upload of an earlier run: {exc}")
+    return warnings

@@ -11,12 +11,19 @@ object that an encoder (pyarrow's Parquet writer, the CSV encoder) writes into::
 The stream never completes its multipart upload: completion does, in one place, once every
 bundle has reported. A worker therefore holds at most ``part_size * (max_concurrency + 1)``
 bytes of encoded data per open file.
+
+Transient failures (503 SlowDown, 500 InternalError, dropped connections, timeouts) are
+retried by botocore itself (``S3Config.retry_mode``/``max_attempts``), with the same bytes
+body for a part. :class:`RetryCounter` watches a client's requests and counts each retry,
+from whatever thread made it; the step that owns the client moves the count into the Beam
+counter ``beam_s3_sink/retries`` on its own thread, where Beam's metrics context lives.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -24,14 +31,52 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .results import PendingFile
 
-__all__ = ["MultipartStream", "S3RequestError", "describe_error", "list_keys", "list_uploads",
-           "error_code"]
+__all__ = ["MultipartStream", "S3RequestError", "RetryCounter", "describe_error", "list_keys",
+           "list_uploads", "error_code"]
 
 _log = logging.getLogger(__name__)
 
 
 class S3RequestError(RuntimeError):
     """An S3 request failed; the message names the operation, the object and S3's answer."""
+
+
+class RetryCounter:
+    """Counts the retries botocore makes on one client, from any thread.
+
+    >>> client = S3Config(...).make_client()                      # doctest: +SKIP
+    >>> retries = RetryCounter.attach(client)                     # doctest: +SKIP
+    >>> Metrics.counter("beam_s3_sink", "retries").inc(retries.drain())  # doctest: +SKIP
+
+    botocore emits ``request-created`` before every attempt of a request, with the attempt
+    number in the request's context; an attempt after the first is a retry. Beam counters
+    only record on the thread that runs the DoFn, while part uploads run on a pool, hence
+    the count kept here and drained by the DoFn.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending = 0
+
+    @classmethod
+    def attach(cls, client: Any) -> "RetryCounter":
+        """A counter of ``client``'s retries, from now on."""
+        counter = cls()
+        client.meta.events.register("request-created.s3", counter._on_request_created)
+        return counter
+
+    def _on_request_created(self, request: Any, operation_name: str = "?", **_: Any) -> None:
+        attempt = (getattr(request, "context", None) or {}).get("retries", {}).get("attempt", 1)
+        if attempt > 1:
+            _log.debug("retrying S3 %s (attempt %d)", operation_name, attempt)
+            with self._lock:
+                self._pending += 1
+
+    def drain(self) -> int:
+        """The retries counted since the last call."""
+        with self._lock:
+            count, self._pending = self._pending, 0
+        return count
 
 
 def error_code(exc: BaseException) -> Optional[str]:

@@ -29,7 +29,7 @@ from .config import S3Config
 from .formats.base import FileEncoder, Format
 from .keys import CopyKeys, new_token
 from .results import BundleReport, InitState, PendingFile
-from .s3 import MultipartStream, S3RequestError
+from .s3 import MultipartStream, RetryCounter, S3RequestError
 from .schema import RowError, as_mapping, rows_to_batch
 
 __all__ = ["UploadFn"]
@@ -38,6 +38,33 @@ _log = logging.getLogger(__name__)
 NAMESPACE = "beam_s3_sink"
 BATCH_BYTES = 4 * 2**20
 MAX_BATCH_ROWS = 16384
+
+
+class EncodeError(ValueError):
+    """The format could not encode a value; the message names the column and the value."""
+
+
+def _encodes(fmt: Format, batch: pa.RecordBatch) -> bool:
+    import io
+
+    try:
+        encoder = fmt.open(batch.schema, io.BytesIO(), 2**62)
+        encoder.write(batch)
+        encoder.close()
+    except Exception:  # noqa: BLE001 - we only ask whether it works
+        return False
+    return True
+
+
+def _show_value(array: pa.Array, row: int, limit: int = 80) -> str:
+    try:
+        text = repr(array[row].as_py())
+    except Exception:  # noqa: BLE001 - e.g. a timestamp Python's datetime cannot hold
+        text = array.slice(row, 1).to_string().strip("[] \n")  # "<value out of range: ...>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_HANDLED = (RowError, S3RequestError, EncodeError, ValueError, TypeError, pa.ArrowException)
 
 
 class UploadFn(beam.DoFn):
@@ -54,11 +81,13 @@ class UploadFn(beam.DoFn):
         self._bytes_counter = Metrics.counter(NAMESPACE, "bytes")
         self._files_counter = Metrics.counter(NAMESPACE, "files")
         self._parts_counter = Metrics.counter(NAMESPACE, "parts")
+        self._retries_counter = Metrics.counter(NAMESPACE, "retries")
         self._client: Any = None
         self._pool: Optional[ThreadPoolExecutor] = None
 
     def setup(self) -> None:
         self._client = self._config.make_client()
+        self._retries = RetryCounter.attach(self._client)
         self._pool = ThreadPoolExecutor(self._config.max_concurrency, thread_name_prefix="s3-part")
 
     def teardown(self) -> None:
@@ -83,8 +112,9 @@ class UploadFn(beam.DoFn):
             self._buffer.append(as_mapping(row))
             if len(self._buffer) >= self._batch_rows:
                 self._flush_rows()
-        except (RowError, S3RequestError, ValueError, TypeError, pa.ArrowException) as exc:
+        except _HANDLED as exc:
             self._fail(exc)
+        self._retries_counter.inc(self._retries.drain())
         return ()
 
     def finish_bundle(self) -> Iterable[WindowedValue]:
@@ -94,8 +124,12 @@ class UploadFn(beam.DoFn):
             try:
                 self._flush_rows()
                 self._close_file()
-            except (RowError, S3RequestError, ValueError, TypeError, pa.ArrowException) as exc:
+            except _HANDLED as exc:
                 self._fail(exc)
+            except Exception as exc:  # noqa: BLE001 - an encoder failing to end its file
+                self._fail(EncodeError(f"the {self._format.name} format could not finish a file: "
+                                       f"{type(exc).__name__}: {exc}"))
+        self._retries_counter.inc(self._retries.drain())
         if self._error is not None:
             report = BundleReport(error=self._error)
         else:
@@ -111,7 +145,12 @@ class UploadFn(beam.DoFn):
         batch = rows_to_batch(rows, self._schema)
         per_row = max(1, batch.nbytes // max(1, batch.num_rows))
         self._batch_rows = max(1, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
-        self._write(batch)
+        try:
+            self._write(batch)
+        except S3RequestError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any encoder failure: explained, not lost
+            raise EncodeError(self._explain_encode_error(batch, exc)) from exc
 
     def _write(self, batch: Optional[pa.RecordBatch]) -> None:
         while batch is not None and batch.num_rows:
@@ -145,6 +184,22 @@ class UploadFn(beam.DoFn):
         self._parts_counter.inc(len(pending.parts))
         _log.debug("uploaded %s: %d rows, %d bytes, %d parts (pending)",
                    pending.key, pending.rows, pending.bytes, len(pending.parts))
+
+    def _explain_encode_error(self, batch: pa.RecordBatch, exc: BaseException) -> str:
+        """Name the column and the value the format could not encode (on the error path only:
+        it re-encodes the batch column by column, then that column row by row)."""
+        what = f"the {self._format.name} format cannot encode"
+        for index, field in enumerate(self._schema):
+            column = batch.select([index])
+            if _encodes(self._format, column):
+                continue
+            for row in range(column.num_rows):
+                if not _encodes(self._format, column.slice(row, 1)):
+                    return (f"{what} column {field.name!r} ({field.type}), value "
+                            f"{_show_value(column.column(0), row)}: "
+                            f"{type(exc).__name__}: {exc}")
+            return f"{what} column {field.name!r} ({field.type}): {type(exc).__name__}: {exc}"
+        return f"{what} a row: {type(exc).__name__}: {exc}"
 
     def _fail(self, exc: BaseException) -> None:
         key = self._stream.key if self._stream else self._keys.data_file(

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 import boto3
 import pytest
@@ -41,11 +41,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_moto(port: int) -> subprocess.Popen:
-    """Start moto's S3 server in its own process and wait until it answers."""
+def start_moto(port: int, env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+    """Start moto's S3 server in its own process and wait until it answers.
+
+    ``env`` adds environment variables for the server, e.g. ``INITIAL_NO_AUTH_ACTION_COUNT``
+    to make it check signatures and IAM policies after that many requests."""
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:

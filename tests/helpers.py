@@ -18,11 +18,13 @@ SHARD_ROWS = 5000
 
 def run_copy(rows: Sequence[Any] = (), args: Optional[List[str]] = None, *,
              generate: Optional[Tuple[Callable[[int], Any], int]] = None,
+             counters: Optional[Dict[str, int]] = None,
              **copy_kwargs: Any) -> CopyToResult:
     """Run a pipeline that copies ``rows`` and return its single result (via a temp file).
 
     ``generate=(make_row, n)`` makes rows ``make_row(0..n-1)`` inside the pipeline, in shards
     spread over the workers, instead of shipping them through ``Create`` (slow for many rows).
+    ``counters``, a dict, receives the pipeline's ``beam_s3_sink`` counters by name.
     """
     import os
     import pickle
@@ -41,6 +43,13 @@ def run_copy(rows: Sequence[Any] = (), args: Optional[List[str]] = None, *,
             pcoll = p | "Rows" >> beam.Create(list(rows))
         result = pcoll | CopyToS3(**copy_kwargs)
         result | "Keep" >> beam.Map(_write_pickle, out.name)
+    if counters is not None:
+        from apache_beam.metrics.metric import MetricsFilter
+
+        query = p.result.metrics().query(MetricsFilter().with_namespace("beam_s3_sink"))
+        for counter in query["counters"]:
+            value = counter.committed if counter.committed is not None else counter.attempted
+            counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + value
     with open(out.name, "rb") as f:
         results = pickle.load(f)
     os.unlink(out.name)
