@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="bytes per data file, e.g. 64MiB or 1GB (default 256MB)")
     out.add_argument("--sink_id", help="names every object of the copy; rerunning with the same id is "
                                        "idempotent (default: a new id)")
+    parser.add_argument("--verbose", action="store_true", help="show Beam's own log (INFO and up)")
     fmt = parser.add_argument_group("format options")
     fmt.add_argument("--header", action="store_true", default=None, help="csv: write a header line")
     fmt.add_argument("--delimiter", help="csv, text: the field delimiter (csv ',', text tab)")
@@ -143,11 +144,14 @@ class CopyPlan:
     transform: CopyToS3
     format_name: str
     output: str
-    pipeline_args: List[str]
+    pipeline: beam.Pipeline
+    progress_dir: Optional[str]  # where local workers report rows read; None for remote ones
 
 
-def plan_copy(argv: Sequence[str]) -> CopyPlan:
-    """Parse and check everything that can be checked before the pipeline runs.
+def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPlan:
+    """Parse and check everything that can be checked before the pipeline runs, and build it.
+
+    ``progress_dir`` is where local workers report rows read (see :mod:`pipelines.progress`).
 
     >>> plan_copy(["--source", "generate:10", "--output", "s3://b/p"]).schema.names[:2]
     ['order_id', 'customer_id']
@@ -166,11 +170,17 @@ def plan_copy(argv: Sequence[str]) -> CopyPlan:
         schema = plan_source(source, schema)
         transform = CopyToS3(args.output, format=_format(args), schema=schema,
                              max_file_size=args.max_file_size, sink_id=args.sink_id)
+        options = PipelineOptions(pipeline_args)
+        local = progress_dir if _workers_are_local(options) else None
+        pipeline = beam.Pipeline(options=options)
+        rows = pipeline | "Read" >> ReadSource(source, schema, RowCounter(local))
+        rows | "CopyToS3" >> transform  # checks the format against the schema
     except (SchemaSyntaxError, SourceError) as exc:
         raise UsageError(str(exc)) from None
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc).replace("CopyToS3: ", "", 1)) from None
-    return CopyPlan(source, schema, transform, args.format.lower(), args.output.rstrip("/"), pipeline_args)
+    return CopyPlan(source, schema, transform, args.format.lower(), args.output.rstrip("/"), pipeline,
+                    local)
 
 
 def _format(args: argparse.Namespace) -> Any:
@@ -209,27 +219,21 @@ def _check_beam_flags(beam_args: List[str]) -> None:
 
 def run(plan: CopyPlan, out: Any = sys.stdout) -> int:
     """Run the copy with a progress line, then print the summary; the exit status."""
-    options = PipelineOptions(plan.pipeline_args)
     print(f"Copying {plan.source.describe()} to {plan.output} as {plan.format_name}, "
           f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:", file=out)
     print(format_schema(plan.schema), file=out, flush=True)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="copy_to_s3-") as progress_dir:
-        local = _workers_are_local(options)
-        pipeline = beam.Pipeline(options=options)
-        rows = pipeline | "Read" >> ReadSource(plan.source, plan.schema, RowCounter(progress_dir if local else None))
-        rows | "CopyToS3" >> plan.transform
-        try:
-            with ProgressLine(progress_dir if local else None) as progress:
-                progress.result = pipeline.run()
-                state = progress.result.wait_until_finish()
-        except Exception as exc:  # the runner's wrapping of the worker's error: keep its message
-            print(f"copy_to_s3: the copy failed: {one_line_error(exc)}", file=sys.stderr)
-            return 1
+    try:
+        with ProgressLine(plan.progress_dir) as progress:
+            progress.result = plan.pipeline.run()
+            state = progress.result.wait_until_finish()
+    except Exception as exc:  # the runner's wrapping of the worker's error: keep its message
+        print(f"copy_to_s3: the copy failed: {one_line_error(exc)}", file=sys.stderr)
+        return 1
     if state != PipelineState.DONE:
         print(f"copy_to_s3: the pipeline ended in state {state}", file=sys.stderr)
         return 1
-    return print_summary(plan, options, time.monotonic() - started, out)
+    return print_summary(plan, time.monotonic() - started, out)
 
 
 def _workers_are_local(options: PipelineOptions) -> bool:
@@ -238,13 +242,13 @@ def _workers_are_local(options: PipelineOptions) -> bool:
     return runner in ("directrunner", "direct", "prismrunner") or environment == "LOOPBACK"
 
 
-def print_summary(plan: CopyPlan, options: PipelineOptions, elapsed: float, out: Any) -> int:
+def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
     """Read the copy's manifest and print the summary table; 0, or 1 if there is none."""
     import json
 
     manifest_uri = f"{plan.output}/_{plan.transform.sink_id}-manifest.json"
     bucket, _, key = manifest_uri[len("s3://"):].partition("/")
-    client = S3Config.from_pipeline_options(options).make_client()
+    client = S3Config.from_pipeline_options(plan.pipeline.options).make_client()
     try:
         manifest = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
     except Exception as exc:
@@ -292,17 +296,20 @@ def one_line_error(exc: BaseException) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
     if "--demo" in argv:
         from pipelines import demo
 
         return demo.main(argv)
-    try:
-        plan = plan_copy(argv)
-    except UsageError as exc:
-        print(f"copy_to_s3: error: {exc}", file=sys.stderr)
-        return 2
-    return run(plan)
+    # Beam logs a failed worker's traceback; the CLI prints the one line that matters instead.
+    logging.getLogger().setLevel(logging.INFO if "--verbose" in argv else logging.CRITICAL)
+    with tempfile.TemporaryDirectory(prefix="copy_to_s3-") as progress_dir:
+        try:
+            plan = plan_copy(argv, progress_dir)
+        except UsageError as exc:
+            print(f"copy_to_s3: error: {exc}", file=sys.stderr)
+            return 2
+        return run(plan)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ the pattern matches readable files, and that the first file's first block fits t
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -138,6 +139,8 @@ def _plan_csv(sample: bytes, schema: Optional[pa.Schema], complete: bool) -> pa.
         sample = sample[: sample.rfind(b"\n") + 1]
     reader = pacsv.open_csv(io.BytesIO(sample), convert_options=csv_convert_options(schema))
     table = reader.read_all()
+    if schema is not None:
+        table = decode_bytea(table, schema)
     chosen = schema or _nullable(table.schema)
     conform(table, chosen)
     return chosen
@@ -157,10 +160,25 @@ def _plan_json(sample: bytes, schema: Optional[pa.Schema], complete: bool) -> pa
 
 
 def csv_convert_options(schema: Optional[pa.Schema]) -> pacsv.ConvertOptions:
-    """CSV conversion as PostgreSQL reads CSV: an unquoted empty field is NULL, ``""`` is ''."""
+    """CSV conversion as PostgreSQL reads CSV: an unquoted empty field is NULL, ``""`` is '',
+    booleans may be ``t``/``f``; binary columns are read as text for :func:`decode_bytea`."""
+    types = None
+    if schema is not None:
+        types = {f.name: pa.string() if pa.types.is_binary(f.type) else f.type for f in schema}
     return pacsv.ConvertOptions(
-        column_types=dict(zip(schema.names, schema.types)) if schema is not None else None,
-        null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False)
+        column_types=types, null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False,
+        true_values=["t", "true", "True", "TRUE", "1"], false_values=["f", "false", "False", "FALSE", "0"])
+
+
+def decode_bytea(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Binary columns of a CSV: PostgreSQL's ``\\x`` hex form decoded, other text as UTF-8 bytes."""
+    for field in schema:
+        if pa.types.is_binary(field.type) and field.name in table.column_names:
+            values = [None if v is None else bytes.fromhex(v[2:]) if v.startswith("\\x") else v.encode()
+                      for v in table.column(field.name).to_pylist()]
+            table = table.set_column(table.column_names.index(field.name), field.name,
+                                     pa.array(values, pa.binary()))
+    return table
 
 
 def parse_json_lines(lines: List[bytes], schema: pa.Schema) -> pa.Table:
@@ -168,6 +186,24 @@ def parse_json_lines(lines: List[bytes], schema: pa.Schema) -> pa.Table:
     options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
     table = pajson.read_json(io.BytesIO(b"\n".join(lines)), parse_options=options)
     return conform(table, schema)
+
+
+def explain_json(lines: List[bytes], schema: pa.Schema, exc: BaseException) -> str:
+    """Which line of a batch pyarrow refused, and why, for the error message."""
+    for line in lines:
+        shown = line[:120].decode("utf-8", "replace")
+        try:
+            value = json.loads(line)
+        except ValueError as cause:
+            return f"a line is not JSON ({cause}): {shown}"
+        extra = sorted(set(value) - set(schema.names)) if isinstance(value, dict) else []
+        if extra:
+            return f"a JSON line has field(s) {extra} that are not in the schema {schema.names}: {shown}"
+        try:
+            parse_json_lines([line], schema)
+        except (pa.ArrowException, SourceError) as cause:
+            return f"a JSON line does not fit the schema ({_first_line(cause)}): {shown}"
+    return f"JSON lines do not fit the schema: {_first_line(exc)}"
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -237,17 +273,16 @@ class _ToRows(beam.DoFn):
                 reader = pacsv.open_csv(f, read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
                                         convert_options=csv_convert_options(self._schema))
                 for batch in reader:
-                    yield pa.Table.from_batches([batch])
+                    yield decode_bytea(pa.Table.from_batches([batch]), self._schema)
         except pa.ArrowException as exc:
             raise SourceError(f"{path}: {_first_line(exc)}") from None
 
     def _parse_json(self, lines: List[Any]) -> pa.Table:
+        encoded = [line.encode("utf-8") if isinstance(line, str) else line for line in lines]
         try:
-            return parse_json_lines([line.encode("utf-8") if isinstance(line, str) else line for line in lines],
-                                    self._schema)
+            return parse_json_lines(encoded, self._schema)
         except pa.ArrowException as exc:
-            raise SourceError(f"a JSON line does not fit the schema: {_first_line(exc)}; first line of the "
-                              f"batch: {str(lines[0])[:120]}") from None
+            raise SourceError(explain_json(encoded, self._schema, exc)) from None
 
     def finish_bundle(self) -> None:
         self._counter.flush()
