@@ -208,3 +208,46 @@ def test_data_that_stops_fitting_later_fails_the_copy_with_no_data_visible(s3_en
     line = error_line(completed)
     assert "field(s) ['surprise'] that are not in the schema" in line, line
     assert data_keys(s3_client, bucket, "out/") == [], "no data file may be visible"
+
+
+def test_the_sdist_beam_stages_for_workers_installs_and_copies(s3_endpoint, s3_client, bucket, tmp_path):
+    """What ``--setup_file ./setup.py`` gives Flink or Dataflow workers is a working package."""
+    from apache_beam.runners.portability.stager import Stager
+
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    sdist = Stager._build_setup_package(os.path.join(ROOT, "setup.py"), str(dist))
+    assert sdist.endswith(".tar.gz"), sdist
+
+    env_dir = tmp_path / "venv"
+    venv.create(str(env_dir), with_pip=True)
+    python = str(env_dir / "bin" / "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # The dependencies (Beam, pyarrow, boto3) come from this environment's site-packages, listed
+    # after the fresh one's: a plain path, so its editable install of this repository is not loaded.
+    dependencies = sorted(p for p in sys.path if p.endswith("site-packages"))[0]
+    with open(os.path.join(site, "zz-dependencies.pth"), "w") as f:
+        f.write(dependencies + "\n")
+    install = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                              "--no-build-isolation", sdist], capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, install.stdout + install.stderr
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run([python, "-c", "import beam_s3_sink, pipelines.copy_to_s3; print(beam_s3_sink.__file__, "
+                            "pipelines.copy_to_s3.__file__)"], cwd=str(elsewhere), capture_output=True, text=True,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert where.returncode == 0, where.stderr
+    assert all(path.startswith(site) for path in where.stdout.split()), where.stdout
+
+    completed = subprocess.run(
+        [python, "-m", "pipelines.copy_to_s3", "--source", "generate:12000", "--output", f"s3://{bucket}/staged",
+         "--format", "csv", "--header", "--sink_id", "staged", "--s3_endpoint_url", s3_endpoint],
+        cwd=str(elsewhere), capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert summary(completed.stdout)["rows"] == "12,000"
+    assert read_manifest(s3_client, bucket, "staged/_staged-manifest.json")["rows"] == 12000
+    [key] = data_keys(s3_client, bucket, "staged/")
+    assert get_bytes(s3_client, bucket, key).startswith(b"order_id,customer_id,")
