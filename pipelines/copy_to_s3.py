@@ -1,154 +1,315 @@
-"""Copy a data set to S3 with CopyToS3, from the shell.
+"""``python -m pipelines.copy_to_s3``: copy a data set to S3 with CopyToS3, from the shell.
 
-``python -m pipelines.copy_to_s3 --demo`` runs the demo end to end: it starts an embedded S3
-server (moto's server mode) unless given ``--s3_endpoint_url``, generates a realistic data set
-of web-shop orders inside the pipeline, copies it as Parquet and as PostgreSQL CSV with one
-pipeline, then reads every object back and prints the results, the object listing and a check
-that the rows read back are exactly the rows generated.
+::
 
-Standard Beam flags (``--runner``, ``--direct_num_workers``, ``--s3_*`` ...) pass through.
+    flags ─▶ plan: parse, match the source, settle and check the schema ─▶ print the schema
+          ─▶ pipeline: ReadSource ─▶ CopyToS3 ─▶ run, with a progress line (rows read)
+          ─▶ read the copy's manifest ─▶ print the summary table
+
+Everything that can be checked before the pipeline runs is checked in the plan (flags, the
+destination URI, the format options, that the source is readable and that its first block
+fits the schema); a failure there prints one line and exits with 2, having written nothing.
+A copy that fails while it runs exits with 1: CopyToS3 then leaves no data visible.
+
+The same command runs on other runners: Beam's own flags (``--runner``, ``--s3_*``,
+``--setup_file``, ``--flink_master`` ...) pass through. ``python -m pipelines.copy_to_s3
+--demo`` runs the demo (:mod:`pipelines.demo`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
+import dataclasses
 import logging
-import socket
+import re
 import sys
+import tempfile
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
+from apache_beam.runners.runner import PipelineState
 
-from beam_s3_sink import CopyToS3, CsvFormat, S3Config
-from pipelines.demo_data import ORDERS_SCHEMA, SHARD_ROWS, expected_totals, orders_shard
+from beam_s3_sink import CopyToS3, S3Config
+from beam_s3_sink.formats import resolve_format
+from pipelines.progress import ProgressLine, RowCounter
+from pipelines.schema_text import SchemaSyntaxError, format_schema, load_schema
+from pipelines.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source
 
-DEMO_BUCKET = "beam-s3-sink-demo"
+__all__ = ["main", "build_parser", "plan_copy", "CopyPlan", "UsageError"]
+
+PROG = "python -m pipelines.copy_to_s3"
+
+EPILOG = f"""\
+examples:
+  # CSV files (with a header) to Parquet, the schema inferred from the first file
+  {PROG} --source 'data/orders-*.csv' --output s3://my-bucket/exports/orders
+
+  # JSON Lines on S3 to PostgreSQL CSV, with a schema
+  {PROG} --source 's3://raw/events/*.jsonl.gz' --format csv --header \\
+      --schema 'id:int64!,kind:string,amount:decimal(12,2),at:timestamp[us,UTC]' \\
+      --output s3://my-bucket/exports/events
+
+  # a generated trial data set, against a local S3-compatible server
+  {PROG} --source generate:100000 --output s3://scratch/trial \\
+      --s3_endpoint_url http://127.0.0.1:9000
+
+  # the same copy on Flink (see docs for Dataflow)
+  {PROG} --source 's3://raw/orders/*.parquet' --output s3://my-bucket/exports/orders \\
+      --runner FlinkRunner --flink_master localhost:8081 --environment_type DOCKER
+
+schema text form: name:type[!],... where ! means NOT NULL; types are pyarrow names (int64,
+  float64, bool, string, binary, date32, time64[us], timestamp[us], timestamp[us,UTC],
+  decimal(12,2), list<string> ...). --schema FILE.json reads a list of
+  {{"name", "type", "nullable"}} objects, such as a copy's manifest.
+
+Beam pipeline flags (--runner, --direct_num_workers, --s3_endpoint_url, --s3_region_name,
+  --setup_file, --flink_master, --project, --region, --temp_location ...) pass through to
+  Beam; unknown flags are an error, except those after a lone "--", passed on unchecked.
+  S3 credentials come from --s3_access_key_id/--s3_secret_access_key, else boto3's chain
+  (AWS_ACCESS_KEY_ID, ~/.aws, instance roles).
+
+exit status: 0 the copy finished; 1 the copy failed while it ran (no data visible);
+  2 bad flags, an unreadable source or a schema that does not fit the data (nothing written).
+"""
+
+# format option flag -> the format objects' field it sets
+FORMAT_OPTIONS = {
+    "header": "header", "delimiter": "delimiter", "null": "null", "quote": "quote",
+    "escape": "escape", "force_quote": "force_quote", "compression": "compression",
+    "compression_level": "compression_level", "row_group_size": "row_group_size",
+}
 
 
-def parse_args(argv: Optional[Sequence[str]]) -> tuple:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines.copy_to_s3",
-        description="Copy a data set to S3 as Parquet or PostgreSQL CSV with beam_s3_sink.")
-    parser.add_argument("--demo", action="store_true",
-                        help="run the demo: generate orders, copy them as Parquet and CSV, read them back")
-    parser.add_argument("--rows", type=int, default=200_000, help="rows the demo generates (default 200000)")
-    parser.add_argument("--bucket", default=DEMO_BUCKET, help=f"the demo's bucket (default {DEMO_BUCKET})")
-    parser.add_argument("--max_file_size", default="4MiB", help="bytes per data file (default 4MiB)")
-    known, beam_args = parser.parse_known_args(argv)
-    if not known.demo:
-        parser.error("nothing to do: pass --demo")
-    return known, beam_args
+class UsageError(ValueError):
+    """A flag, the source or the schema is wrong: exit 2, nothing written."""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not argparse's usage block
+        raise UsageError(f"{message} (see --help)")
 
 
-@contextlib.contextmanager
-def embedded_s3() -> Iterator[str]:
-    """moto's S3 server on a free loopback port, for as long as the block runs."""
-    from moto.server import ThreadedMotoServer
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's own flags; Beam's pass through."""
+    parser = _Parser(
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Copy a data set (CSV, JSON Lines or Parquet files, local or on S3, or a generated "
+                    "one) to S3 as Parquet, PostgreSQL CSV or PostgreSQL text, with beam_s3_sink's "
+                    "CopyToS3: data files appear only when the whole copy has succeeded, with a "
+                    "manifest listing them. Prints the schema, a progress line and a summary.")
+    source = parser.add_argument_group("source")
+    source.add_argument("--source", required=True, metavar="GLOB|generate:ROWS",
+                        help="files to read (a local or s3:// glob; .gz/.bz2/.zst are decompressed), or "
+                             "generate:ROWS for a generated data set of web-shop orders")
+    source.add_argument("--source_format", choices=KINDS,
+                        help="the files' format; default: from the extension (.csv, .jsonl/.ndjson/.json, "
+                             ".parquet). CSV files must have a header line")
+    source.add_argument("--schema", metavar="TEXT|FILE.json",
+                        help="the columns to copy, e.g. 'id:int64!,name:string'; default: Parquet's own, "
+                             "or inferred from the first block of the first CSV/JSON file")
+    out = parser.add_argument_group("destination (CopyToS3 options)")
+    out.add_argument("--output", required=True, metavar="s3://BUCKET/PATH",
+                     help="where to copy to; the path must be empty (but for an earlier run of --sink_id)")
+    out.add_argument("--format", default="parquet", metavar="parquet|csv|text",
+                     help="the output format (default parquet)")
+    out.add_argument("--max_file_size", default="256MB", metavar="SIZE",
+                     help="bytes per data file, e.g. 64MiB or 1GB (default 256MB)")
+    out.add_argument("--sink_id", help="names every object of the copy; rerunning with the same id is "
+                                       "idempotent (default: a new id)")
+    parser.add_argument("--verbose", action="store_true", help="show Beam's own log (INFO and up)")
+    fmt = parser.add_argument_group("format options")
+    fmt.add_argument("--header", action="store_true", default=None, help="csv: write a header line")
+    fmt.add_argument("--delimiter", help="csv, text: the field delimiter (csv ',', text tab)")
+    fmt.add_argument("--null", help="csv, text: the text of NULL (csv empty, text \\N)")
+    fmt.add_argument("--quote", help="csv: the quote character (default \")")
+    fmt.add_argument("--escape", help="csv: the escape before a quote (default \")")
+    fmt.add_argument("--force_quote", metavar="COLS|*", help="csv: quote these columns always (comma list, or *)")
+    fmt.add_argument("--compression", help="parquet: snappy (default), zstd, gzip, brotli, lz4 or none")
+    fmt.add_argument("--compression_level", type=int, help="parquet: the codec's level")
+    fmt.add_argument("--row_group_size", type=int, metavar="ROWS", help="parquet: rows per row group")
+    return parser
 
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """A checked copy, ready to run: nothing has been written yet."""
+
+    source: Source
+    schema: pa.Schema
+    transform: CopyToS3
+    format_name: str
+    output: str
+    pipeline: beam.Pipeline
+    progress_dir: Optional[str]  # where local workers report rows read; None for remote ones
+
+
+def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPlan:
+    """Parse and check everything that can be checked before the pipeline runs, and build it.
+
+    ``progress_dir`` is where local workers report rows read (see :mod:`pipelines.progress`).
+
+    >>> plan_copy(["--source", "generate:10", "--output", "s3://b/p"]).schema.names[:2]
+    ['order_id', 'customer_id']
+    """
+    argv = list(argv)
+    passed_on: List[str] = []
+    if "--" in argv:
+        argv, passed_on = argv[: argv.index("--")], argv[argv.index("--") + 1:]
+    args, beam_args = build_parser().parse_known_args(argv)
+    _check_beam_flags(beam_args)
+    pipeline_args = beam_args + passed_on
     try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+        FileSystems.set_options(PipelineOptions(pipeline_args))  # Beam's S3 file system reads --s3_*
+        schema = load_schema(args.schema) if args.schema else None
+        source = parse_source(args.source, args.source_format)
+        schema = plan_source(source, schema)
+        transform = CopyToS3(args.output, format=_format(args), schema=schema,
+                             max_file_size=args.max_file_size, sink_id=args.sink_id)
+        options = PipelineOptions(pipeline_args)
+        local = progress_dir if _workers_are_local(options) else None
+        pipeline = beam.Pipeline(options=options)
+        rows = pipeline | "Read" >> ReadSource(source, schema, RowCounter(local))
+        rows | "CopyToS3" >> transform  # checks the format against the schema
+    except (SchemaSyntaxError, SourceError) as exc:
+        raise UsageError(str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc).replace("CopyToS3: ", "", 1)) from None
+    return CopyPlan(source, schema, transform, args.format.lower(), args.output.rstrip("/"), pipeline,
+                    local)
 
 
-def run_demo(args: argparse.Namespace, beam_args: List[str], endpoint: str, config: S3Config) -> int:
-    client = config.make_client()
-    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
-        client.create_bucket(Bucket=args.bucket)
-    run_id = time.strftime("%Y%m%dT%H%M%S")
-    targets = {
-        "parquet": f"s3://{args.bucket}/orders/{run_id}/parquet",
-        "csv": f"s3://{args.bucket}/orders/{run_id}/csv",
-    }
-    print(f"S3 endpoint: {endpoint}")
-    print(f"Generating {args.rows:,} orders and copying them to:")
-    for name, uri in targets.items():
-        print(f"  {name:8} {uri}")
+def _format(args: argparse.Namespace) -> Any:
+    """The format object: the format named by --format, with the options given."""
+    fmt = resolve_format(args.format)
+    given: Dict[str, Any] = {field: getattr(args, flag) for flag, field in FORMAT_OPTIONS.items()
+                             if getattr(args, flag) is not None}
+    if "force_quote" in given:
+        given["force_quote"] = True if given["force_quote"] == "*" else tuple(
+            c.strip() for c in given["force_quote"].split(",") if c.strip())
+    names = {f.name for f in dataclasses.fields(fmt)}
+    foreign = sorted(f"--{flag}" for flag in given if flag not in names)
+    if foreign:
+        raise UsageError(f"{', '.join(foreign)} do(es) not apply to --format {args.format}")
+    return dataclasses.replace(fmt, **given) if given else fmt
+
+
+def _check_beam_flags(beam_args: List[str]) -> None:
+    """Beam silently drops flags it does not know: here a typo is an error instead."""
+    parsers: List[argparse.ArgumentParser] = []
+    PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
+    _, unknown = parsers[0].parse_known_args(beam_args)
+    flags = [a for a in unknown if a.startswith("-")]
+    if flags or unknown:
+        known = [o for action in parsers[0]._actions for o in action.option_strings]
+        known += [o for action in build_parser()._actions for o in action.option_strings]
+        import difflib
+
+        if not flags:
+            raise UsageError(f"unexpected argument {unknown[0]!r}: every value follows its flag (see --help)")
+        name = flags[0].split("=", 1)[0]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise UsageError(f"unknown flag {name}{hint} (see --help)")
+
+
+def run(plan: CopyPlan, out: Any = sys.stdout) -> int:
+    """Run the copy with a progress line, then print the summary; the exit status."""
+    print(f"Copying {plan.source.describe()} to {plan.output} as {plan.format_name}, "
+          f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:", file=out)
+    print(format_schema(plan.schema), file=out, flush=True)
     started = time.monotonic()
-    rows = args.rows
-    with beam.Pipeline(options=PipelineOptions(beam_args)) as p:
-        orders = (p
-                  | "Shards" >> beam.Create(list(range((rows + SHARD_ROWS - 1) // SHARD_ROWS)))
-                  | "Generate" >> beam.FlatMap(orders_shard, rows))
-        orders | "ToParquet" >> CopyToS3(targets["parquet"], format="parquet", schema=ORDERS_SCHEMA,
-                                         max_file_size=args.max_file_size, s3=config)
-        orders | "ToCsv" >> CopyToS3(targets["csv"], format=CsvFormat(header=True), schema=ORDERS_SCHEMA,
-                                     max_file_size=args.max_file_size, s3=config)
-    elapsed = time.monotonic() - started
-    print(f"\nPipeline finished in {elapsed:.1f} s.\n")
-
-    expected = expected_totals(rows)
-    ok = True
-    for name, uri in targets.items():
-        ok &= report_copy(client, name, uri, expected)
-    print("\nAll checks passed: every generated row was read back exactly once."
-          if ok else "\nCHECK FAILED: see above.")
-    return 0 if ok else 1
+    try:
+        with ProgressLine(plan.progress_dir) as progress:
+            progress.result = plan.pipeline.run()
+            state = progress.result.wait_until_finish()
+    except Exception as exc:  # the runner's wrapping of the worker's error: keep its message
+        print(f"copy_to_s3: the copy failed: {one_line_error(exc)}", file=sys.stderr)
+        return 1
+    if state != PipelineState.DONE:
+        print(f"copy_to_s3: the pipeline ended in state {state}", file=sys.stderr)
+        return 1
+    return print_summary(plan, time.monotonic() - started, out)
 
 
-def report_copy(client: Any, name: str, uri: str, expected: Dict[str, Any]) -> bool:
-    bucket, _, prefix = uri[len("s3://"):].partition("/")
-    listing = client.list_objects_v2(Bucket=bucket, Prefix=prefix + "/").get("Contents", [])
-    manifest_key = next(o["Key"] for o in listing if o["Key"].endswith("-manifest.json"))
-    manifest = json.loads(client.get_object(Bucket=bucket, Key=manifest_key)["Body"].read())
-    print(f"== {name}: {manifest['rows']:,} rows in {manifest['files']} file(s), "
-          f"{manifest['bytes']:,} bytes, sink_id {manifest['sink_id']}")
-    for item in listing:
-        print(f"   {item['Size']:>12,}  s3://{bucket}/{item['Key']}")
-    tables = []
-    for entry in manifest["entries"]:
-        key = entry["url"].split("/", 3)[3]
-        data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-        if name == "parquet":
-            table = pq.read_table(io.BytesIO(data))
-        else:
-            table = pacsv.read_csv(io.BytesIO(data), parse_options=pacsv.ParseOptions(
-                newlines_in_values=True), convert_options=pacsv.ConvertOptions(
-                column_types={"order_id": pa.int64(), "quantity": pa.int64()}))
-        if table.num_rows != entry["meta"]["record_count"]:
-            print(f"   {key}: manifest says {entry['meta']['record_count']} rows, file has {table.num_rows}")
-            return False
-        tables.append(table.select(["order_id", "quantity"]))
-    combined = pa.concat_tables(tables)
-    ids = combined.column("order_id").to_pylist()
-    found = {"rows": combined.num_rows, "order_id_sum": sum(ids),
-             "quantity": sum(combined.column("quantity").to_pylist())}
-    distinct = len(set(ids)) == len(ids)
-    good = found == expected and distinct
-    print(f"   read back: {found['rows']:,} rows, distinct order ids: {distinct}, "
-          f"sum(order_id)={found['order_id_sum']:,}, sum(quantity)={found['quantity']:,} "
-          f"-> {'OK' if good else f'MISMATCH, expected {expected}'}")
-    return good
+def _workers_are_local(options: PipelineOptions) -> bool:
+    runner = (options.view_as(StandardOptions).runner or "DirectRunner").lower()
+    environment = (options.view_as(PortableOptions).environment_type or "").upper()
+    return runner in ("directrunner", "direct", "prismrunner") or environment == "LOOPBACK"
+
+
+def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
+    """Read the copy's manifest and print the summary table; 0, or 1 if there is none."""
+    import json
+
+    manifest_uri = f"{plan.output}/_{plan.transform.sink_id}-manifest.json"
+    bucket, _, key = manifest_uri[len("s3://"):].partition("/")
+    client = S3Config.from_pipeline_options(plan.pipeline.options).make_client()
+    try:
+        manifest = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    except Exception as exc:
+        print(f"copy_to_s3: the pipeline finished but its manifest {manifest_uri} cannot be read: "
+              f"{one_line_error(exc)}", file=sys.stderr)
+        return 1
+    rows, files, size = manifest["rows"], manifest["files"], manifest["bytes"]
+    rate = f" ({rows / elapsed:,.0f} rows/s)" if elapsed > 0 else ""
+    table = [("rows", f"{rows:,}"), ("files", f"{files:,}"), ("bytes", f"{size:,} ({_human(size)})"),
+             ("time", f"{elapsed:.1f} s{rate}"), ("manifest", manifest_uri)]
+    print("\nCopy finished:", file=out)
+    for name, value in table:
+        print(f"  {name:<9} {value}", file=out)
+    for entry in manifest["entries"][:10]:
+        print(f"    {entry['meta']['record_count']:>12,} rows {entry['meta']['content_length']:>14,} B  "
+              f"{entry['url']}", file=out)
+    if len(manifest["entries"]) > 10:
+        print(f"    ... and {len(manifest['entries']) - 10} more (see the manifest)", file=out)
+    return 0
+
+
+def _human(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+_KNOWN_ERRORS = re.compile(r"(?:CopyToS3Error|SourceError|RowError): (.+)")
+
+
+def one_line_error(exc: BaseException) -> str:
+    """The message a person can act on, out of a runner's wrapped, multi-line error."""
+    text = str(exc)
+    found = _KNOWN_ERRORS.findall(text)
+    if found:
+        line = found[-1]
+    else:
+        lines = [l.strip() for l in text.splitlines() if l.strip()]
+        line = lines[-1] if lines else type(exc).__name__
+    return re.sub(r"\s*\[while running '[^']*'\]", "", line).strip()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the embedded server's request log
-    args, beam_args = parse_args(argv)
-    s3_flags = S3Config.from_pipeline_options(PipelineOptions(beam_args))
-    if s3_flags.endpoint_url:
-        return run_demo(args, beam_args, s3_flags.endpoint_url, s3_flags)
-    with embedded_s3() as endpoint:
-        config = S3Config(endpoint_url=endpoint, region_name="us-east-1", access_key_id="demo",
-                          secret_access_key="demo-secret", path_style=True)
-        return run_demo(args, beam_args, endpoint, config)
+    """The command line; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
+    if "--demo" in argv:
+        from pipelines import demo
+
+        return demo.main(argv)
+    # Beam logs a failed worker's traceback; the CLI prints the one line that matters instead.
+    logging.getLogger().setLevel(logging.INFO if "--verbose" in argv else logging.CRITICAL)
+    with tempfile.TemporaryDirectory(prefix="copy_to_s3-") as progress_dir:
+        try:
+            plan = plan_copy(argv, progress_dir)
+        except UsageError as exc:
+            print(f"copy_to_s3: error: {exc}", file=sys.stderr)
+            return 2
+        return run(plan)
 
 
 if __name__ == "__main__":
