@@ -1,10 +1,19 @@
 """The Arrow schema of a copy, and turning buffered rows into Arrow record batches.
 
 The schema is fixed when the pipeline is built: given as a ``pyarrow.Schema``, or derived
-from the PCollection's Beam schema (``NamedTuple`` or ``beam.Row`` element types) with
-Beam's own Arrow helpers. Rows (dicts, ``beam.Row`` or NamedTuples) are converted to Arrow
-in batches by pyarrow, never value by value in Python; when pyarrow refuses a batch, the
-rows are checked one column at a time to name the column, the type and the offending value.
+from the PCollection's Beam schema (``NamedTuple``, dataclass or ``beam.Row`` element types)
+with Beam's own Arrow helpers, and for the types those leave out (Beam logical types,
+``datetime``, ``UUID``, unsigned numpy integers) from the Python annotations.
+
+Rows (dicts, ``beam.Row`` or NamedTuples) are converted to Arrow a column at a time::
+
+    rows ─▶ column values ─▶ [coerce: JSON / UUID / Beam Timestamp only] ─▶ pa.array(type)
+                                                  refused? ─▶ find the value ─▶ RowError
+
+pyarrow converts each column in C++; only JSON and UUID columns (see :mod:`.coerce`) and
+timestamp columns holding Beam ``Timestamp`` values go through Python value by value. When
+pyarrow refuses a column, its values are tried one at a time to name the column, the
+expected type and the offending value (shortened).
 """
 
 from __future__ import annotations
@@ -222,7 +231,8 @@ def rows_to_batch(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Re
 def _column(rows: Sequence[Mapping[str, Any]], field: pa.Field) -> pa.Array:
     name = field.name
     values = [row.get(name) for row in rows]
-    convert = converter(field.type)
+    # pyarrow would take a Beam Timestamp as an int of seconds in the column's unit: convert.
+    convert = converter(field.type, rows=pa.types.is_timestamp(field.type) and _has_instants(values))
     try:
         array = pa.array([convert(v) for v in values] if convert else values,
                          type=field.type, from_pandas=False)
@@ -235,6 +245,12 @@ def _column(rows: Sequence[Mapping[str, Any]], field: pa.Field) -> pa.Array:
             f"column {name!r} expects {field.type} and is not nullable, but it is {state} in row "
             f"{_short(dict(rows[index]))}")
     return array
+
+
+def _has_instants(values: List[Any]) -> bool:
+    from apache_beam.utils.timestamp import Timestamp
+
+    return Timestamp in {type(v) for v in values}
 
 
 def _column_of_rows(values: List[Any], field: pa.Field) -> pa.Array:
@@ -272,7 +288,11 @@ def _why(value: Any, typ: pa.DataType, cause: BaseException) -> str:
         if whole > typ.precision - typ.scale:
             return (f"it has {whole} digits before the point; decimal({typ.precision}, {typ.scale}) "
                     f"holds at most {typ.precision - typ.scale}")
-    return _first_line(cause)
+    return _short_text(_first_line(cause), 160)
+
+
+def _short_text(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _first_line(exc: BaseException) -> str:
