@@ -1,23 +1,42 @@
 """The Arrow schema of a copy, and turning buffered rows into Arrow record batches.
 
 The schema is fixed when the pipeline is built: given as a ``pyarrow.Schema``, or derived
-from the PCollection's Beam schema (``NamedTuple`` or ``beam.Row`` element types) with
-Beam's own Arrow helpers. Rows (dicts, ``beam.Row`` or NamedTuples) are converted to Arrow
-in batches by pyarrow, never value by value in Python; when pyarrow refuses a batch, the
-rows are checked one column at a time to name the column, the type and the offending value.
+from the PCollection's Beam schema (``NamedTuple``, dataclass or ``beam.Row`` element types)
+with Beam's own Arrow helpers, and for the types those leave out (Beam logical types,
+``datetime``, ``UUID``, unsigned numpy integers) from the Python annotations.
+
+Rows (dicts, ``beam.Row`` or NamedTuples) are converted to Arrow a column at a time::
+
+    rows ─▶ column values ─▶ [coerce: JSON / UUID / Beam Timestamp only] ─▶ pa.array(type)
+                                                  refused? ─▶ find the value ─▶ RowError
+
+pyarrow converts each column in C++; only JSON and UUID columns (see :mod:`.coerce`) and
+timestamp columns holding Beam ``Timestamp`` values go through Python value by value. When
+pyarrow refuses a column, its values are tried one at a time to name the column, the
+expected type and the offending value (shortened).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+import collections.abc
+import datetime
+import decimal
+import typing
+import uuid
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
+
+from .coerce import CoercionError, converter
 
 __all__ = ["resolve_schema", "rows_to_batch", "RowError", "as_mapping", "schema_to_json"]
 
 
 class RowError(ValueError):
     """A row does not fit the schema: names the column, the expected type and the value."""
+
+
+_CONVERSION_ERRORS = (pa.ArrowException, CoercionError, TypeError, ValueError, OverflowError)
 
 
 def resolve_schema(schema: Optional[pa.Schema], element_type: Any) -> pa.Schema:
@@ -49,27 +68,131 @@ def resolve_schema(schema: Optional[pa.Schema], element_type: Any) -> pa.Schema:
 
 
 def _from_beam_type(element_type: Any) -> Optional[pa.Schema]:
+    """Beam's own Arrow conversion where it fits; our mapping for the types it leaves out.
+
+    ``arrow_type_compatibility`` maps Beam's atomic, array, map and row types but no logical
+    type (https://github.com/apache/beam/issues/23817), and Beam's schemas have no type at all
+    for ``datetime``, ``UUID`` or unsigned numpy integers. Columns of those types are mapped
+    here from their Python annotations, column by column; every other column keeps Beam's
+    own mapping.
+    """
+    from apache_beam.portability.api import schema_pb2
     from apache_beam.typehints import arrow_type_compatibility, schemas
+
+    fields = _python_fields(element_type)
+    if fields is None:
+        return None
+    try:
+        beam_schema = schemas.schema_from_element_type(element_type)
+        return arrow_type_compatibility.arrow_schema_from_beam_schema(beam_schema)
+    except (NotImplementedError, TypeError, ValueError, KeyError):
+        pass
+    arrow_fields = []
+    for name, typ in fields:
+        try:
+            beam_field = schema_pb2.Field(name=name, type=schemas.typing_to_runner_api(typ))
+            arrow_fields.append(arrow_type_compatibility.arrow_schema_from_beam_schema(
+                schema_pb2.Schema(fields=[beam_field])).field(0))
+        except (NotImplementedError, TypeError, ValueError, KeyError):
+            nullable, inner = _optional(typ)
+            arrow_fields.append(pa.field(name, _arrow_type(inner, name, element_type), nullable=nullable))
+    return pa.schema(arrow_fields)
+
+
+def _python_fields(element_type: Any) -> Optional[List[Tuple[str, Any]]]:
+    """(name, annotation) per field of a NamedTuple, dataclass or ``beam.Row`` type, else None."""
+    import dataclasses
+
+    from apache_beam.typehints.row_type import RowTypeConstraint
 
     if element_type is None or element_type is Any:
         return None
-    try:
-        fields = schemas.named_fields_from_element_type(element_type)
-    except (TypeError, ValueError, KeyError):
-        return None
-    untyped = [name for name, typ in fields if typ is Any]
-    if untyped:
+    if isinstance(element_type, RowTypeConstraint):
+        return list(element_type._fields)
+    if isinstance(element_type, type) and (
+            (issubclass(element_type, tuple) and hasattr(element_type, "_fields"))
+            or dataclasses.is_dataclass(element_type)):
+        try:
+            hints = typing.get_type_hints(element_type)
+        except Exception as exc:  # a string annotation that does not resolve
+            raise ValueError(
+                f"CopyToS3: cannot read the annotations of {element_type!r} ({exc}); "
+                "annotate with real types or pass schema=pa.schema([...]).") from None
+        names = (element_type._fields if hasattr(element_type, "_fields")
+                 else [f.name for f in dataclasses.fields(element_type)])
+        missing = [n for n in names if n not in hints]
+        if missing:
+            raise ValueError(
+                f"CopyToS3: the Beam schema of {element_type!r} leaves columns {missing} untyped. "
+                "Annotate them, or pass schema=pa.schema([...]).")
+        return [(n, hints[n]) for n in names]
+    return None
+
+
+def _optional(typ: Any) -> Tuple[bool, Any]:
+    args = typing.get_args(typ)
+    if typing.get_origin(typ) is typing.Union and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return True, rest[0]
+    return False, typ
+
+
+def _python_types() -> Dict[Any, pa.DataType]:
+    import numpy as np
+    from apache_beam.utils.timestamp import Timestamp
+
+    return {
+        datetime.datetime: pa.timestamp("us"),
+        datetime.date: pa.date32(),
+        datetime.time: pa.time64("us"),
+        Timestamp: pa.timestamp("us", tz="UTC"),
+        uuid.UUID: pa.uuid(),
+        np.uint8: pa.uint8(), np.uint16: pa.uint16(), np.uint32: pa.uint32(), np.uint64: pa.uint64(),
+        np.float16: pa.float16(),
+    }
+
+
+def _arrow_type(typ: Any, column: str, element_type: Any) -> pa.DataType:
+    """The Arrow type of a Python annotation that Beam's Arrow helpers do not map."""
+    from apache_beam.typehints import arrow_type_compatibility, schemas
+
+    known = _python_types().get(typ)
+    if known is not None:
+        return known
+    if typ is decimal.Decimal:
         raise ValueError(
-            f"CopyToS3: the Beam schema of {element_type!r} leaves columns {untyped} untyped (Any). "
-            "Annotate them with concrete types (note that Beam cannot read string annotations, as "
+            f"CopyToS3: column {column!r} of {element_type!r} is a decimal.Decimal, which has no "
+            "precision in a Beam schema; pass schema=pa.schema([...]) with "
+            f"pa.field({column!r}, pa.decimal128(precision, scale)).")
+    if typ is Any:
+        raise ValueError(
+            f"CopyToS3: column {column!r} of {element_type!r} is untyped (Any). Annotate it with a "
+            "concrete type (note that Beam cannot read string annotations, as "
             "'from __future__ import annotations' makes them), or pass schema=pa.schema([...]).")
-    beam_schema = schemas.schema_from_element_type(element_type)
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable,
+                  collections.abc.Collection) and args:
+        nullable, inner = _optional(args[0])
+        return pa.list_(pa.field("item", _arrow_type(inner, column, element_type), nullable=nullable))
+    if origin in (dict, collections.abc.Mapping, collections.abc.MutableMapping) and len(args) == 2:
+        _, key = _optional(args[0])
+        nullable, item = _optional(args[1])
+        return pa.map_(pa.field("key", _arrow_type(key, column, element_type), nullable=False),
+                       pa.field("value", _arrow_type(item, column, element_type), nullable=nullable))
+    nested = _python_fields(typ) if isinstance(typ, type) else None
+    if nested is not None:
+        return pa.struct([pa.field(name, _arrow_type(_optional(t)[1], column, element_type),
+                                   nullable=_optional(t)[0]) for name, t in nested])
     try:
-        return arrow_type_compatibility.arrow_schema_from_beam_schema(beam_schema)
-    except NotImplementedError as exc:
-        raise ValueError(
-            f"CopyToS3: cannot derive an Arrow schema from the Beam schema of {element_type!r} "
-            f"({exc}); pass schema=pa.schema([...]).") from None
+        beam_type = schemas.typing_to_runner_api(typ)
+    except (TypeError, ValueError, KeyError):
+        beam_type = None
+    if beam_type is not None and beam_type.WhichOneof("type_info") == "atomic_type":
+        return arrow_type_compatibility.ATOMIC_TYPE_TO_PYARROW[beam_type.atomic_type]
+    raise ValueError(
+        f"CopyToS3: column {column!r} of {element_type!r} has type {typ!r}, which has no Arrow "
+        "type in a Beam schema; pass schema=pa.schema([...]).")
 
 
 def as_mapping(row: Any) -> Mapping[str, Any]:
@@ -86,43 +209,90 @@ def as_mapping(row: Any) -> Mapping[str, Any]:
 
 
 def rows_to_batch(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
-    """Convert rows to one record batch of ``schema``; raise :class:`RowError` if one does not fit."""
-    try:
-        columns = [pa.array([row.get(name) for row in rows], type=field.type, from_pandas=False)
-                   for name, field in zip(schema.names, schema)]
-        batch = pa.RecordBatch.from_arrays(columns, schema=schema)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-        raise _explain(rows, schema, exc) from None
-    for field, column in zip(schema, batch.columns):
-        if not field.nullable and column.null_count:
-            index = column.is_null().to_pylist().index(True)
-            raise RowError(
-                f"column {field.name!r} ({field.type}, not nullable) is missing or NULL in row "
-                f"{_short(dict(rows[index]))}")
-    extra = _unknown_columns(rows, schema)
-    if extra:
-        raise RowError(f"a row has columns that are not in the schema: {sorted(extra)}; "
-                       f"the schema's columns are {schema.names}")
-    return batch
+    """Convert rows to one record batch of ``schema``; raise :class:`RowError` if one does not fit.
 
-
-def _unknown_columns(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> set:
+    >>> rows_to_batch([{"id": 1, "doc": {"a": 1}}], pa.schema([("id", pa.int8()), ("doc", pa.json_())]))
+    pyarrow.RecordBatch
+    id: int8
+    doc: extension<arrow.json>
+    ----
+    id: [1]
+    doc: ["{"a":1}"]
+    """
     names = set(schema.names)
-    first = rows[0] if rows else {}
-    return set(first) - names
+    for row in rows:
+        if not names.issuperset(row):
+            raise RowError(f"a row has columns that are not in the schema: {sorted(set(row) - names)}; "
+                           f"the schema's columns are {schema.names}")
+    columns = [_column(rows, field) for field in schema]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _explain(rows: Sequence[Mapping[str, Any]], schema: pa.Schema, exc: BaseException) -> RowError:
-    for field in schema:
-        for row in rows:
-            value = row.get(field.name)
-            try:
-                pa.array([value], type=field.type)
-            except (pa.ArrowException, TypeError, ValueError, OverflowError) as cause:
-                return RowError(
-                    f"column {field.name!r} expects {field.type}, but a row holds "
-                    f"{_short(value)} ({type(value).__name__}): {_first_line(cause)}")
-    return RowError(f"rows do not fit the schema {schema}: {_first_line(exc)}")
+def _column(rows: Sequence[Mapping[str, Any]], field: pa.Field) -> pa.Array:
+    name = field.name
+    values = [row.get(name) for row in rows]
+    # pyarrow would take a Beam Timestamp as an int of seconds in the column's unit: convert.
+    convert = converter(field.type, rows=pa.types.is_timestamp(field.type) and _has_instants(values))
+    try:
+        array = pa.array([convert(v) for v in values] if convert else values,
+                         type=field.type, from_pandas=False)
+    except _CONVERSION_ERRORS:
+        array = _column_of_rows(values, field)
+    if not field.nullable and array.null_count:
+        index = array.is_null().to_pylist().index(True)
+        state = "NULL" if name in rows[index] else "missing"
+        raise RowError(
+            f"column {name!r} expects {field.type} and is not nullable, but it is {state} in row "
+            f"{_short(dict(rows[index]))}")
+    return array
+
+
+def _has_instants(values: List[Any]) -> bool:
+    from apache_beam.utils.timestamp import Timestamp
+
+    return Timestamp in {type(v) for v in values}
+
+
+def _column_of_rows(values: List[Any], field: pa.Field) -> pa.Array:
+    """Retry a refused column with ``beam.Row`` structs as dicts; else name the bad value."""
+    convert = converter(field.type, rows=True)
+    try:
+        return pa.array([convert(v) for v in values] if convert else values,
+                        type=field.type, from_pandas=False)
+    except _CONVERSION_ERRORS:
+        pass
+    for value in values:
+        try:
+            pa.array([convert(value) if convert else value], type=field.type, from_pandas=False)
+        except _CONVERSION_ERRORS as cause:
+            raise RowError(
+                f"column {field.name!r} expects {field.type}, but a row holds {_short(value)} "
+                f"({type(value).__name__}): {_why(value, field.type, cause)}") from None
+    raise RowError(f"column {field.name!r} ({field.type}) cannot hold these values")
+
+
+def _why(value: Any, typ: pa.DataType, cause: BaseException) -> str:
+    """A plainer reason than pyarrow's for the common mismatches."""
+    if pa.types.is_integer(typ) and isinstance(value, int) and not isinstance(value, bool):
+        bits = typ.bit_width
+        low, high = (0, 2**bits - 1) if pa.types.is_unsigned_integer(typ) else (
+            -(2**(bits - 1)), 2**(bits - 1) - 1)
+        if not low <= value <= high:
+            return f"out of range: {typ} holds {low} to {high}"
+    if pa.types.is_decimal(typ) and isinstance(value, decimal.Decimal) and value.is_finite():
+        sign, digits, exponent = value.as_tuple()
+        scale = max(0, -exponent)
+        whole = max(0, len(digits) + exponent)
+        if scale > typ.scale and value != value.quantize(decimal.Decimal(1).scaleb(-typ.scale)):
+            return f"it has {scale} digits after the point, more than the column's scale {typ.scale}"
+        if whole > typ.precision - typ.scale:
+            return (f"it has {whole} digits before the point; decimal({typ.precision}, {typ.scale}) "
+                    f"holds at most {typ.precision - typ.scale}")
+    return _short_text(_first_line(cause), 160)
+
+
+def _short_text(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _first_line(exc: BaseException) -> str:

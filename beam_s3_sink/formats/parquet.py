@@ -1,31 +1,47 @@
 """Parquet output through pyarrow's ``ParquetWriter``, with row groups sized in bytes.
 
-Rows arrive as record batches and are held until they make one row group of
-``row_group_size`` bytes (Arrow's in-memory size), which is then encoded and written::
+Sizing follows Materialize's S3 sink: rows are buffered as Arrow batches and written one row
+group at a time, and a file is closed before the next row group would take it past
+``max_file_size``. A row group's *encoded* size is what lands in the file, so the encoder
+learns the ratio of encoded to Arrow bytes from the groups it has written and buffers as many
+Arrow bytes as make ``row_group_size`` encoded bytes (at most ``MAX_PENDING_BYTES``)::
 
-    batches ──▶ pending (≤ row_group_size bytes) ──▶ write_table: one row group ──▶ stream
-                                                        │
-    full when: written + size of the last encoded row group > max_file_size
+    batches ──▶ pending Arrow bytes ≥ row_group_size × (arrow/encoded)? ──▶ one row group ──▶ stream
+                                                                               │
+    full when: written + last row group + footer estimate > max_file_size ◀────┘
 
-So a file ends below the limit when row groups are alike, exceeds it by at most one row
-group otherwise, and a worker holds at most one row group of rows per open file.
+So a file exceeds the limit by at most one row group (when the next group is larger than the
+last), row groups are about an eighth of the limit by default, and a worker holds one row
+group of rows per open file.
+
+The Arrow schema is stored in the file (``ARROW:schema``), so pyarrow and Polars restore the
+exact types; the few Arrow types that Parquet stores in another unit (``date64``,
+``timestamp[s]``, ``time32[s]``) are written as the type Parquet holds (``date32``,
+milliseconds), so that every reader sees the same type. JSON and UUID columns are Parquet's
+``JSON`` and ``UUID`` logical types. Types no common reader reads back unchanged (durations,
+intervals, decimals wider than 38 digits) are refused when the pipeline is built.
 """
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
-from typing import Any, BinaryIO, ClassVar, List, Optional
+from typing import BinaryIO, ClassVar, List, Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .base import FileEncoder, Format
 
-__all__ = ["ParquetFormat"]
+__all__ = ["ParquetFormat", "parquet_schema"]
 
 _COMPRESSIONS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
-MIN_ROW_GROUP = 4 * 2**10
+MIN_ROW_GROUP = 16 * 2**10
 MAX_ROW_GROUP = 128 * 2**20
+MAX_PENDING_BYTES = 256 * 2**20
+"""The most Arrow bytes an encoder buffers for one row group, however well the data compresses."""
+MAX_DECIMAL_PRECISION = 38
+"""The widest decimal that DuckDB, Polars, Spark and Trino read exactly."""
 
 
 @dataclass(frozen=True)
@@ -37,9 +53,9 @@ class ParquetFormat(Format):
 
     Attributes:
       compression: ``snappy`` (default), ``zstd``, ``gzip``, ``brotli``, ``lz4`` or ``none``.
-      compression_level: the codec's level, or None for its default.
-      row_group_size: bytes of Arrow data per row group; None: an eighth of
-        ``max_file_size``, from 4 KiB to 128 MiB.
+      compression_level: the codec's level (zstd, gzip, brotli, lz4), or None for its default.
+      row_group_size: encoded (on-disk) bytes per row group; None: an eighth of
+        ``max_file_size``, from 16 KiB to 128 MiB.
       use_dictionary: dictionary-encode columns.
       write_statistics: write min/max statistics per column chunk.
       version: the Parquet format version, ``"1.0"``, ``"2.4"`` or ``"2.6"``.
@@ -55,13 +71,24 @@ class ParquetFormat(Format):
     version: str = "2.6"
 
     def __post_init__(self) -> None:
-        if self.compression.lower() not in _COMPRESSIONS:
+        if not isinstance(self.compression, str) or self.compression.lower() not in _COMPRESSIONS:
             raise ValueError(
                 f"ParquetFormat: compression {self.compression!r} is not one of {list(_COMPRESSIONS)}")
+        if self.compression_level is not None:
+            codec = self.compression.lower()
+            if codec == "none" or not pa.Codec.supports_compression_level(codec):
+                raise ValueError(f"ParquetFormat: compression {codec!r} takes no compression_level")
+            low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
+            if (not isinstance(self.compression_level, int) or isinstance(self.compression_level, bool)
+                    or not low <= self.compression_level <= high):
+                raise ValueError(
+                    f"ParquetFormat: compression_level for {codec} must be an int from {low} to "
+                    f"{high}, got {self.compression_level!r}")
         if self.version not in ("1.0", "2.4", "2.6"):
             raise ValueError(f"ParquetFormat: version must be '1.0', '2.4' or '2.6', got {self.version!r}")
         if self.row_group_size is not None and (
-                not isinstance(self.row_group_size, int) or self.row_group_size < 1024):
+                not isinstance(self.row_group_size, int) or isinstance(self.row_group_size, bool)
+                or self.row_group_size < 1024):
             raise ValueError(
                 f"ParquetFormat: row_group_size is in bytes and must be at least 1024, got {self.row_group_size!r}")
 
@@ -70,15 +97,28 @@ class ParquetFormat(Format):
         return "parquet"
 
     def row_group_bytes(self, max_file_size: int) -> int:
-        """The row-group size used for files of ``max_file_size`` bytes."""
+        """The encoded row-group size used for files of ``max_file_size`` bytes.
+
+        >>> ParquetFormat().row_group_bytes(2**20)
+        131072
+        """
         if self.row_group_size is not None:
             return self.row_group_size
         return max(MIN_ROW_GROUP, min(MAX_ROW_GROUP, max_file_size // 8))
+
+    def check_schema(self, schema: pa.Schema) -> None:
+        for field in schema:
+            _check_type(field.type, field.name)
+        try:
+            pq.ParquetWriter(io.BytesIO(), parquet_schema(schema), **self.writer_options()).close()
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise ValueError(f"ParquetFormat: pyarrow cannot write the schema as Parquet: {exc}") from None
 
     def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> "ParquetEncoder":
         return ParquetEncoder(self, schema, out, max_file_size)
 
     def writer_options(self) -> dict:
+        """Keyword arguments for ``pyarrow.parquet.ParquetWriter``."""
         compression = self.compression.lower()
         return dict(
             compression=None if compression == "none" else compression,
@@ -92,22 +132,83 @@ class ParquetFormat(Format):
         )
 
 
+def _check_type(typ: pa.DataType, column: str) -> None:
+    if pa.types.is_duration(typ) or pa.types.is_interval(typ):
+        raise ValueError(
+            f"ParquetFormat: column {column!r} is {typ}; Parquet has no such type and readers see "
+            "a bare integer. Cast it to pa.int64() (and name the unit in the column) first.")
+    if pa.types.is_decimal(typ) and typ.precision > MAX_DECIMAL_PRECISION:
+        raise ValueError(
+            f"ParquetFormat: column {column!r} is {typ}; DuckDB, Polars, Spark and Trino read "
+            f"decimals of at most {MAX_DECIMAL_PRECISION} digits (DuckDB turns wider ones into "
+            f"doubles). Use precision {MAX_DECIMAL_PRECISION} or less, or pa.string().")
+    if pa.types.is_union(typ):
+        raise ValueError(f"ParquetFormat: column {column!r} is a union ({typ}), which Parquet cannot hold")
+    for i in range(typ.num_fields):
+        _check_type(typ.field(i).type, column)
+
+
+def parquet_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema written to the file: ``schema`` with the units Parquet stores.
+
+    >>> parquet_schema(pa.schema([("t", pa.timestamp("s", tz="UTC")), ("d", pa.date64())]))
+    t: timestamp[ms, tz=UTC]
+    d: date32[day]
+    """
+    return pa.schema([f.with_type(_parquet_type(f.type)) for f in schema], metadata=schema.metadata)
+
+
+def _parquet_type(typ: pa.DataType) -> pa.DataType:
+    if pa.types.is_date64(typ):
+        return pa.date32()
+    if pa.types.is_timestamp(typ) and typ.unit == "s":
+        return pa.timestamp("ms", tz=typ.tz)
+    if pa.types.is_time32(typ) and typ.unit == "s":
+        return pa.time32("ms")
+    if pa.types.is_list(typ):
+        return pa.list_(typ.value_field.with_type(_parquet_type(typ.value_type)))
+    if pa.types.is_large_list(typ):
+        return pa.large_list(typ.value_field.with_type(_parquet_type(typ.value_type)))
+    if pa.types.is_fixed_size_list(typ):
+        return pa.list_(typ.value_field.with_type(_parquet_type(typ.value_type)), typ.list_size)
+    if pa.types.is_map(typ):
+        return pa.map_(typ.key_field.with_type(_parquet_type(typ.key_type)),
+                       typ.item_field.with_type(_parquet_type(typ.item_type)), typ.keys_sorted)
+    if pa.types.is_struct(typ):
+        return pa.struct([typ.field(i).with_type(_parquet_type(typ.field(i).type))
+                          for i in range(typ.num_fields)])
+    return typ
+
+
 class ParquetEncoder(FileEncoder):
     """One Parquet file: buffers a row group of batches, then encodes it."""
 
     def __init__(self, fmt: ParquetFormat, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> None:
         super().__init__(out, max_file_size)
         self._schema = schema
-        self._row_group_bytes = fmt.row_group_bytes(max_file_size)
-        self._writer = pq.ParquetWriter(out, schema, **fmt.writer_options())
+        self._file_schema = parquet_schema(schema)
+        self._cast = not self._file_schema.equals(schema)
+        self._target = fmt.row_group_bytes(max_file_size)
+        self._writer = pq.ParquetWriter(out, self._file_schema, **fmt.writer_options())
         self._pending: List[pa.RecordBatch] = []
         self._pending_bytes = 0
+        self._arrow_written = 0
+        self._encoded_written = 0
         self._last_group_encoded = 0
         self._groups = 0
+        self._leaves = len(pa.Table.from_batches([], schema=self._file_schema).flatten().schema)
+        self._footer_base = 1024 + len(self._file_schema.serialize()) * 2
+
+    def _group_arrow_bytes(self) -> int:
+        """Arrow bytes that encode to about one row group, from the groups written so far."""
+        if not self._encoded_written:
+            return self._target
+        ratio = self._arrow_written / self._encoded_written
+        return max(1024, min(MAX_PENDING_BYTES, int(self._target * ratio)))
 
     def write(self, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
         while batch is not None and batch.num_rows:
-            room = self._row_group_bytes - self._pending_bytes
+            room = self._group_arrow_bytes() - self._pending_bytes
             if batch.nbytes <= room or batch.num_rows == 1:
                 head, batch = batch, None
             else:
@@ -117,7 +218,7 @@ class ParquetEncoder(FileEncoder):
             self._pending.append(head)
             self._pending_bytes += head.nbytes
             self.rows += head.num_rows
-            if self._pending_bytes >= self._row_group_bytes:
+            if self._pending_bytes >= self._group_arrow_bytes():
                 self._flush()
                 if self.full:
                     return batch
@@ -127,17 +228,26 @@ class ParquetEncoder(FileEncoder):
         if not self._pending:
             return
         table = pa.Table.from_batches(self._pending, schema=self._schema)
+        if self._cast:
+            table = table.cast(self._file_schema)
         before = self.out.tell()
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))
         self._last_group_encoded = self.out.tell() - before
+        self._arrow_written += self._pending_bytes
+        self._encoded_written += self._last_group_encoded
         self._groups += 1
         self._pending = []
         self._pending_bytes = 0
 
+    def _footer_estimate(self) -> int:
+        """A generous guess of the footer: schema, and per row group and leaf column its chunk."""
+        return self._footer_base + (self._groups + 1) * (self._leaves * 160 + 64)
+
     @property
     def full(self) -> bool:
         return (self._groups > 0 and not self._pending
-                and self.out.tell() + self._last_group_encoded > self.max_file_size)
+                and self.out.tell() + self._last_group_encoded + self._footer_estimate()
+                > self.max_file_size)
 
     def close(self) -> None:
         self._flush()
