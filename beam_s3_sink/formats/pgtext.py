@@ -91,10 +91,10 @@ def column_renderer(typ: pa.DataType, name: str) -> Renderer:
         return lambda a: pa.nulls(len(a), pa.string())
     if pt.is_boolean(typ):
         return lambda a: pc.if_else(a, "t", "f")
-    if pt.is_integer(typ) or pt.is_decimal(typ):
-        if pt.is_decimal(typ) and typ.scale < 0:
-            return _negative_scale_decimal
+    if pt.is_integer(typ):
         return lambda a: pc.cast(a, pa.string())
+    if pt.is_decimal(typ):
+        return _render_numeric
     if pt.is_floating(typ):
         single = not pt.is_float64(typ)
         return lambda a: _render_floats(a, single)
@@ -157,8 +157,9 @@ def format_float(value: float, single: bool = False) -> str:
     return ("-" if sign else "") + body
 
 
-def _negative_scale_decimal(array: pa.Array) -> pa.Array:
-    # numeric(p, -s) prints plain digits (12300), where Arrow would print 1.23E+4.
+def _render_numeric(array: pa.Array) -> pa.Array:
+    # numeric_out prints plain digits with the scale (0.0000000000, 12300) where Arrow's
+    # cast to string switches to an exponent (0E-10, 1.23E+4).
     return _with_nulls([None if v is None else format(v, "f") for v in array.to_pylist()], array)
 
 
