@@ -139,8 +139,11 @@ def format_float(value: float, single: bool = False) -> str:
     if value in (float("inf"), float("-inf")):
         return "Infinity" if value > 0 else "-Infinity"
     # Python's repr (numpy's str for float32) is the shortest round-trip text, the digits
-    # PostgreSQL's Ryu code picks; only the layout differs.
-    sign, digits, exponent = Decimal(str(np.float32(value)) if single else repr(value)).as_tuple()
+    # PostgreSQL's Ryu code picks; only the layout differs...
+    shortest = str(np.float32(value)) if single else repr(value)
+    if abs(value) >= (2.0**20 if single else 2.0**49):
+        shortest = _off_the_bounds(value, shortest, single)
+    sign, digits, exponent = Decimal(shortest).as_tuple()
     text = "".join(map(str, digits)).rstrip("0") or "0"
     if text == "0":
         return "-0" if sign else "0"
@@ -155,6 +158,29 @@ def format_float(value: float, single: bool = False) -> str:
         body = text[0] + ("." + text[1:] if len(text) > 1 else "")
         body += ("e-" if point < 0 else "e+") + f"{abs(point):02d}"
     return ("-" if sign else "") + body
+
+
+def _off_the_bounds(value: float, shortest: str, single: bool) -> str:
+    """...except that PostgreSQL's Ryu (built without STRICTLY_SHORTEST) excludes the bounds of
+    the rounding interval, where Python includes them when the mantissa is even. A bound is a
+    midpoint between two floats, which has so few decimal digits only for large numbers."""
+    from fractions import Fraction
+
+    kind = np.float32 if single else np.float64
+    exact = Fraction(float(value))
+    with np.errstate(over="ignore"):
+        below, above = (float(np.nextafter(kind(value), kind(to))) for to in (-np.inf, np.inf))
+    # Past the largest float, the gap above is taken to be the gap below (as Ryu does).
+    gap_below = exact - Fraction(below) if np.isfinite(below) else Fraction(above) - exact
+    gap_above = Fraction(above) - exact if np.isfinite(above) else gap_below
+    low, high = exact - gap_below / 2, exact + gap_above / 2
+    if Fraction(Decimal(shortest)) not in (low, high):
+        return shortest
+    for places in range(len(Decimal(shortest).as_tuple().digits), 17 if single else 25):
+        text = f"{float(value):.{places}e}"  # correctly rounded to places + 1 digits
+        if low < Fraction(Decimal(text)) < high:
+            return text
+    return repr(float(value))
 
 
 def _render_numeric(array: pa.Array) -> pa.Array:
