@@ -13,7 +13,7 @@ import datetime
 import decimal
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Sequence, Tuple, Union
 
 import numpy as np
 import psycopg
@@ -22,7 +22,7 @@ import pytest
 from psycopg import sql
 
 from beam_s3_sink import CopyToS3, CsvFormat, TextFormat
-from beam_s3_sink.formats.pgtext import format_float, render_column
+from beam_s3_sink.formats.pgtext import render_column
 from helpers import data_keys, get_bytes, read_manifest, run_copy
 
 D = decimal.Decimal
@@ -57,10 +57,6 @@ class Column:
     expr: str = "%b"                                   # SQL for one value, before the cast
     params: Callable[[Any], tuple] = lambda v: (v,)   # the psycopg parameters of one value
     text: bool = False                                 # compare as text (json has no equality)
-
-
-def _since_epoch(days_expr: str) -> Callable[[Any], tuple]:
-    return lambda v: (None, None) if v is None else divmod(v, DAY_US)
 
 
 def _ts(pg: str, per_second: int) -> Tuple[str, Callable[[Any], tuple]]:
@@ -141,7 +137,7 @@ def corpus() -> List[Column]:
         Column("l_ls", pa.large_list(pa.large_string()), "text[]", [["a", "b c"], None]),
         Column("l_f64", pa.list_(pa.float64()), "double precision[]",
                [[float("nan"), float("inf"), float("-inf"), -0.0, 1e15, 5e-324, None, 0.1], None]),
-        Column("l_f32", pa.list_(pa.float32()), "real[]", [[1e6, 0.1 and float(np.float32(0.1)), None]]),
+        Column("l_f32", pa.list_(pa.float32()), "real[]", [[1e6, float(np.float32(0.1)), None]]),
         Column("l_b", pa.list_(pa.bool_()), "boolean[]", [[True, False, None], []]),
         Column("l_bin", pa.list_(pa.binary()), "bytea[]", [[b"", b"\x00\\\"", bytes(range(256)), None], None]),
         Column("l_dec", pa.list_(pa.decimal128(10, 2)), "numeric(10,2)[]", [[D("1.50"), None, D("-2.00")]]),
