@@ -102,3 +102,11 @@ def runner_args(name: str) -> List[str]:
 def runner(request) -> List[str]:
     """Beam pipeline arguments for each runner the package must work on."""
     return runner_args(request.param)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL cluster (tests/pg.py); fails, never skips, when it cannot start."""
+    from pg import postgres_server
+
+    yield from postgres_server()

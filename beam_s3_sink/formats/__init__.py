@@ -1,4 +1,4 @@
-"""Output formats: Parquet (pyarrow) and PostgreSQL's COPY CSV.
+"""Output formats: Parquet (pyarrow) and PostgreSQL's COPY CSV and text.
 
 ``format=`` of :class:`~beam_s3_sink.CopyToS3` takes a name from :data:`FORMATS` or a format
 object with options, such as ``ParquetFormat(compression="zstd")``.
@@ -11,12 +11,14 @@ from typing import Dict, Type, Union
 from .base import FileEncoder, Format
 from .csv import CsvFormat
 from .parquet import ParquetFormat
+from .text import TextFormat
 
-__all__ = ["Format", "FileEncoder", "ParquetFormat", "CsvFormat", "FORMATS", "resolve_format"]
+__all__ = ["Format", "FileEncoder", "ParquetFormat", "CsvFormat", "TextFormat", "FORMATS", "resolve_format"]
 
 FORMATS: Dict[str, Type[Format]] = {
     ParquetFormat.name: ParquetFormat,
     CsvFormat.name: CsvFormat,
+    TextFormat.name: TextFormat,
 }
 
 
@@ -24,7 +26,7 @@ def resolve_format(format: Union[str, Format]) -> Format:
     """The format object for a name or an object.
 
     >>> resolve_format("csv")
-    CsvFormat(header=False, delimiter=',', null='', quote='"', escape='"', force_quote=())
+    CsvFormat(header=False, delimiter=',', null='', quote='"', escape='"', force_quote=(), compression=None)
     """
     if isinstance(format, Format):
         return format

@@ -1,45 +1,50 @@
 """PostgreSQL ``COPY ... TO ... (FORMAT csv)`` output.
 
 Each record batch is rendered column by column (:mod:`.pgtext`), each field quoted by
-PostgreSQL's rule, and the lines are written whole: a file is full once it reaches
-``max_file_size``, and the lines that did not fit start the next file::
+PostgreSQL's rule (``CopyAttributeOutCSV``), and the fields joined into lines, all with
+Arrow compute kernels; :mod:`.lines` writes the whole lines that fit in the file::
 
-    batch ──▶ render columns ──▶ quote fields ──▶ lines ──▶ as many as fit ──▶ stream
-                                                            └─ the rest ──▶ next file
+    batch ──▶ render columns ──▶ quote fields ──▶ join lines ──▶ LineEncoder ──▶ stream
 
-PostgreSQL quotes a field when it equals the NULL string, contains the delimiter, the quote
-character, CR or LF, or is the end-of-data marker ``\\.``; the quote (and the escape) inside a
-quoted field is preceded by the escape character.
+PostgreSQL quotes a field when it is forced to (``force_quote``, never for NULLs), equals the
+NULL string, contains the delimiter, the quote character, CR or LF, or is the end-of-data
+marker ``\\.`` as the only column of a line; inside a quoted field the quote and the escape
+character are preceded by the escape character. A NULL is the NULL string, unquoted. The
+header line holds the column names, quoted by the same rule but never forced.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import accumulate
-from typing import BinaryIO, ClassVar, List, Optional, Sequence, Tuple, Union
+from typing import BinaryIO, ClassVar, List, Optional, Tuple, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .base import FileEncoder, Format
-from .pgtext import check_type, render_column
+from .lines import LineEncoder, check_compression, compressed_extension, join_lines
+from .pgtext import check_type, column_renderer
 
 __all__ = ["CsvFormat"]
 
 
 @dataclass(frozen=True)
 class CsvFormat(Format):
-    """CSV files (``.csv``) as PostgreSQL's ``COPY ... (FORMAT csv)`` writes them.
+    """CSV files (``.csv``, ``.csv.gz``, ``.csv.zst``) as PostgreSQL's ``COPY ... (FORMAT csv)``
+    writes them; load them with the same options: ``COPY t FROM ... (FORMAT csv, HEADER)``.
 
-    >>> CsvFormat(header=True).extension
-    'csv'
+    >>> CsvFormat(header=True, compression="gzip").extension
+    'csv.gz'
 
     Attributes:
       header: write the column names as the first line of every file.
-      delimiter: one character between fields.
+      delimiter: one ASCII character between fields.
       null: the text of a NULL (an unquoted empty field by default).
-      quote: the quoting character.
-      escape: the character before a quote inside a quoted field.
+      quote: the quoting character (ASCII).
+      escape: the character before a quote or escape inside a quoted field (ASCII).
       force_quote: column names to quote always (except NULLs), or ``True`` for all.
+      compression: ``None``, ``"gzip"`` or ``"zstd"``: the whole file; ``max_file_size``
+        then counts compressed bytes.
     """
 
     name: ClassVar[str] = "csv"
@@ -50,22 +55,29 @@ class CsvFormat(Format):
     quote: str = '"'
     escape: str = '"'
     force_quote: Union[bool, Tuple[str, ...]] = ()
+    compression: Optional[str] = None
 
     def __post_init__(self) -> None:
         for option in ("delimiter", "quote", "escape"):
             value = getattr(self, option)
-            if not isinstance(value, str) or len(value) != 1 or value in "\r\n":
-                raise ValueError(f"CsvFormat: {option} must be one character other than CR or LF, got {value!r}")
+            if not isinstance(value, str) or len(value) != 1 or not value.isascii() or value in "\r\n":
+                raise ValueError(
+                    f"CsvFormat: {option} must be one ASCII character other than CR or LF, got {value!r}")
         if self.delimiter == self.quote:
             raise ValueError("CsvFormat: delimiter and quote must differ")
-        if self.delimiter in self.null or self.quote in self.null or "\r" in self.null or "\n" in self.null:
-            raise ValueError(f"CsvFormat: null {self.null!r} must not contain the delimiter, quote, CR or LF")
+        if not isinstance(self.null, str) or any(c in self.null for c in (self.delimiter, self.quote, "\r", "\n")):
+            raise ValueError(f"CsvFormat: null {self.null!r} must be a string without the delimiter, "
+                             "the quote, CR or LF")
+        if isinstance(self.force_quote, str):
+            raise ValueError("CsvFormat: force_quote takes a list of column names or True, "
+                             f"got the string {self.force_quote!r}")
         if not isinstance(self.force_quote, bool):
             object.__setattr__(self, "force_quote", tuple(self.force_quote))
+        check_compression("CsvFormat", self.compression)
 
     @property
     def extension(self) -> str:
-        return "csv"
+        return compressed_extension("csv", self.compression)
 
     def check_schema(self, schema: pa.Schema) -> None:
         for field in schema:
@@ -73,63 +85,51 @@ class CsvFormat(Format):
         if not isinstance(self.force_quote, bool):
             missing = sorted(set(self.force_quote) - set(schema.names))
             if missing:
-                raise ValueError(f"CsvFormat: force_quote names columns not in the schema: {missing}")
+                raise ValueError(f"CsvFormat: force_quote names columns not in the schema: {missing}; "
+                                 f"the columns are {schema.names}")
 
-    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> "CsvEncoder":
-        return CsvEncoder(self, schema, out, max_file_size)
+    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
+        header = self.header_line(schema) if self.header else b""
+        return LineEncoder(out, max_file_size, _CsvLines(self, schema), self.compression, header)
 
     # field quoting ---------------------------------------------------------------------
-    def quote_field(self, value: str, force: bool) -> str:
-        specials = (self.delimiter, self.quote, "\n", "\r")
-        if (force or value == self.null or any(c in value for c in specials)
-                or (value.startswith("\\.") and len(value) == 2)):
-            if self.escape in value and self.escape != self.quote:
-                value = value.replace(self.escape, self.escape + self.escape)
-            value = value.replace(self.quote, self.escape + self.quote)
-            return self.quote + value + self.quote
-        return value
+    def quote_fields(self, texts: pa.Array, force: bool, single_column: bool) -> pa.Array:
+        """Quote and escape rendered values (NULL stays NULL) as ``CopyAttributeOutCSV`` does."""
+        if force:
+            needs = pc.invert(texts.is_null())
+        else:
+            needs = pc.equal(texts, self.null)
+            for special in {self.delimiter, self.quote, "\n", "\r"}:
+                needs = pc.or_(needs, pc.match_substring(texts, special))
+            if single_column:
+                needs = pc.or_(needs, pc.equal(texts, "\\."))
+        if not pc.any(needs).as_py():
+            return texts
+        escaped = texts
+        if self.escape != self.quote:
+            escaped = pc.replace_substring(escaped, self.escape, self.escape + self.escape)
+        escaped = pc.replace_substring(escaped, self.quote, self.escape + self.quote)
+        quoted = pc.binary_join_element_wise(self.quote, escaped, self.quote, "")
+        return pc.if_else(needs, quoted, texts)
 
     def header_line(self, schema: pa.Schema) -> bytes:
-        force = self.force_quote is True
-        return (self.delimiter.join(self.quote_field(n, force) for n in schema.names) + "\n").encode()
+        names = self.quote_fields(pa.array(schema.names, pa.string()), False, len(schema) == 1)
+        return (self.delimiter.join(names.to_pylist()) + "\n").encode()
 
 
-class CsvEncoder(FileEncoder):
-    """One CSV file: lines written whole until the file reaches its size."""
+class _CsvLines:
+    """Renders a batch into CSV lines; the per-column choices are made once per file."""
 
-    def __init__(self, fmt: CsvFormat, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> None:
-        super().__init__(out, max_file_size)
-        self._fmt = fmt
-        self._schema = schema
+    def __init__(self, fmt: CsvFormat, schema: pa.Schema) -> None:
         forced = fmt.force_quote
-        self._force = [forced is True or (forced is not False and name in forced) for name in schema.names]
-        if fmt.header:
-            out.write(fmt.header_line(schema))
+        self._fmt = fmt
+        self._renderers = [column_renderer(f.type, f.name) for f in schema]
+        self._force: List[bool] = [forced is True or (forced is not False and n in forced)
+                                   for n in schema.names]
+        self._single = len(schema) == 1
 
-    def _lines(self, batch: pa.RecordBatch) -> List[bytes]:
+    def __call__(self, batch: pa.RecordBatch) -> pa.Array:
         fmt = self._fmt
-        columns: List[Sequence[str]] = []
-        for index, name in enumerate(self._schema.names):
-            force = self._force[index]
-            columns.append([fmt.null if v is None else fmt.quote_field(v, force)
-                            for v in render_column(batch.column(index), name)])
-        delimiter = fmt.delimiter
-        return [(delimiter.join(fields) + "\n").encode() for fields in zip(*columns)]
-
-    def write(self, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
-        lines = self._lines(batch)
-        room = self.max_file_size - self.out.tell()
-        ends = list(accumulate(len(line) for line in lines))
-        fit = sum(1 for end in ends if end <= room)
-        if fit == 0 and self.rows == 0:
-            fit = 1  # a row larger than the limit gets a file of its own
-        self.out.write(b"".join(lines[:fit]))
-        self.rows += fit
-        return batch.slice(fit) if fit < len(lines) else None
-
-    @property
-    def full(self) -> bool:
-        return self.out.tell() >= self.max_file_size
-
-    def close(self) -> None:
-        pass
+        fields = [pc.fill_null(fmt.quote_fields(render(batch.column(i)), self._force[i], self._single), fmt.null)
+                  for i, render in enumerate(self._renderers)]
+        return join_lines(fields, fmt.delimiter)
