@@ -197,6 +197,8 @@ def _arrow_type(typ: Any, column: str, element_type: Any) -> pa.DataType:
 
 def as_mapping(row: Any) -> Mapping[str, Any]:
     """A dict view of a row given as a dict, ``beam.Row`` or NamedTuple."""
+    if type(row) is dict:  # the common case, without the cost of an ABC check per row
+        return row
     if isinstance(row, Mapping):
         return row
     as_dict = getattr(row, "_asdict", None)

@@ -112,9 +112,9 @@ class UploadFn(beam.DoFn):
             self._buffer.append(as_mapping(row))
             if len(self._buffer) >= self._batch_rows:
                 self._flush_rows()
+                self._retries_counter.inc(self._retries.drain())
         except _HANDLED as exc:
             self._fail(exc)
-        self._retries_counter.inc(self._retries.drain())
         return ()
 
     def finish_bundle(self) -> Iterable[WindowedValue]:

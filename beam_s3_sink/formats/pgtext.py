@@ -123,8 +123,22 @@ def _render_floats(array: pa.Array, single: bool) -> pa.Array:
     if single:
         values = values.astype(np.float32)
         texts = [format_float(v, True) for v in values]
-    else:
-        texts = [format_float(v, False) for v in values.tolist()]
+        return _with_nulls(texts, array)
+    # Fast path: where PostgreSQL prints plain digits, its digits are the shortest round-trip
+    # ones, as Arrow's cast writes them; the cast's exponent form (which Arrow picks by other
+    # rules) and every other value take the per-value path.
+    magnitude = np.abs(values)
+    with np.errstate(invalid="ignore"):
+        plain = (magnitude == 0) | ((magnitude >= 1e-4) & (magnitude < 1e14))
+    cast = pc.cast(array, pa.string())
+    exponent = pc.fill_null(pc.match_substring(cast, "e"), False).to_numpy(zero_copy_only=False)
+    slow = ~plain | exponent
+    if not slow.any():
+        return cast
+    texts = cast.to_pylist()
+    for index in np.flatnonzero(slow).tolist():
+        if texts[index] is not None:
+            texts[index] = format_float(float(values[index]), False)
     return _with_nulls(texts, array)
 
 
@@ -254,9 +268,18 @@ def _ints(array: pa.Array) -> np.ndarray:
                         array.view(pa.int32()), 0).to_numpy().astype(np.int64)
 
 
+# Arrow's cast writes ISO dates and times for years 1 to 9999, as PostgreSQL does; other
+# years (BC, five digits) take the per-value path.
+_FAST_DAYS = (-719162, 2932896)  # 0001-01-01 and 9999-12-31, in days since 1970-01-01
+# PostgreSQL's timestamp range: 4713 BC to 294276 AD.
+_TIMESTAMP_YEARS = (-4712, 294276)
+
+
 def _render_dates(array: pa.Array) -> pa.Array:
     raw = _ints(array)
     days = raw // 86_400_000 if pt.is_date64(array.type) else raw
+    if len(days) and _FAST_DAYS[0] <= days.min() and days.max() <= _FAST_DAYS[1]:
+        return pc.cast(array.cast(pa.date32()) if pt.is_date64(array.type) else array, pa.string())
     years, months, dd = _civil(days)
     texts = [_date_text(y, m, d) + (" BC" if y <= 0 else "") for y, m, d in zip(years, months, dd)]
     return _with_nulls(texts, array)
@@ -271,12 +294,26 @@ def _render_times(array: pa.Array) -> pa.Array:
 
 
 def _render_timestamps(array: pa.Array, utc: bool) -> pa.Array:
-    per_second = _UNITS_PER_SECOND[array.type.unit]
+    unit = array.type.unit
+    per_second = _UNITS_PER_SECOND[unit]
     width = len(str(per_second)) - 1
-    days, rest = np.divmod(_ints(array), 86400 * per_second)
+    ints = _ints(array)
+    days, rest = np.divmod(ints, 86400 * per_second)
+    zone = "+00" if utc else ""
+    if len(days) and _FAST_DAYS[0] <= days.min() and days.max() <= _FAST_DAYS[1]:
+        # The cast writes every digit of the unit's fraction; PostgreSQL drops trailing zeros.
+        texts = pc.cast(array.cast(pa.timestamp(unit)) if utc else array, pa.string())
+        if width:
+            texts = pc.replace_substring_regex(texts, r"\.?0+$", "")
+        return pc.binary_join_element_wise(texts, zone, "") if utc else texts
     seconds, fractions = np.divmod(rest, per_second)
     years, months, dd = _civil(days)
-    zone = "+00" if utc else ""
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    for year, ok, value in zip(years, valid.tolist(), ints.tolist()):
+        if ok and not _TIMESTAMP_YEARS[0] <= year <= _TIMESTAMP_YEARS[1]:
+            raise ValueError(
+                f"timestamp {value} ({unit} since 1970) is in year {year}, outside PostgreSQL's "
+                "timestamp range (4713 BC to 294276 AD)")
     texts = [f"{_date_text(y, m, d)} {_clock_text(s, f, width)}{zone}" + (" BC" if y <= 0 else "")
              for y, m, d, s, f in zip(years, months, dd, seconds.tolist(), fractions.tolist())]
     return _with_nulls(texts, array)
