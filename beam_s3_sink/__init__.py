@@ -9,9 +9,10 @@ copy has succeeded, and exactly one :class:`CopyToResult`.
 """
 
 from .config import S3Config
+from .objects import ObjectSettings
 from .formats import CsvFormat, Format, ParquetFormat
 from .results import CopiedFile, CopyToResult, CopyToS3Error
 from .transform import CopyToS3
 
-__all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config",
+__all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config", "ObjectSettings",
            "Format", "ParquetFormat", "CsvFormat"]
