@@ -104,6 +104,12 @@ IAM_ACTIONS = {
 def describe_error(exc: BaseException, operation: str, bucket: str, key: Optional[str] = None) -> str:
     """A one-line message naming the refused operation, the object and what to check."""
     where = f"s3://{bucket}/{key}" if key is not None else f"s3://{bucket}"
+    if isinstance(exc, ClientError) and exc.operation_name == "AssumeRole":
+        # Raised from inside the S3 call: botocore assumes the role when it needs credentials.
+        err = exc.response.get("Error", {})
+        return (f"assuming the role (sts:AssumeRole) for {operation} on {where} failed: "
+                f"{err.get('Code', 'Error')} ({err.get('Message', '')}); check S3Config.role_arn, "
+                "external_id and the role's trust policy")
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         code = err.get("Code", "Error")
@@ -134,7 +140,9 @@ def call(client: Any, operation: str, bucket: str, key: Optional[str] = None, **
     try:
         return method(Bucket=bucket, **({"Key": key} if key is not None else {}), **kwargs)
     except (ClientError, BotoCoreError) as exc:
-        raise S3RequestError(describe_error(exc, operation, bucket, key)) from exc
+        # A listing names the prefix it lists, so that the message points at the path.
+        where = key if key is not None else kwargs.get("Prefix")
+        raise S3RequestError(describe_error(exc, operation, bucket, where)) from exc
 
 
 def _snake(name: str) -> str:

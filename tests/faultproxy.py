@@ -102,6 +102,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self.faults: Counter = Counter()      # (operation, fault) -> count
         self.requests: Counter = Counter()    # operation -> count
+        self.seen: list = []                  # (operation, {lower-case header: value}), in order
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
@@ -159,6 +160,8 @@ class FaultProxy:
                 body = self.rfile.read(length) if length else b""
                 split = urlsplit(self.path)
                 operation = s3_operation(self.command, split.path, split.query)
+                with proxy._lock:
+                    proxy.seen.append((operation, {k.lower(): v for k, v in self.headers.items()}))
                 fault = proxy._decide(operation)
                 if fault == "refuse":
                     status, code = proxy.refuse[operation]
