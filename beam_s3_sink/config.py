@@ -261,8 +261,12 @@ class S3Config:
     def make_client(self) -> Any:
         """A new boto3 S3 client with these settings; call it on the worker, in ``setup()``.
 
-        Every request it makes carries the ``objects.expected_bucket_owner``, if set.
+        Every request it makes carries the ``objects.expected_bucket_owner``, if set; the
+        credentials botocore would log at DEBUG are masked (:mod:`beam_s3_sink.redact`).
         """
+        from .redact import install
+
+        install()  # botocore's DEBUG logs would show temporary credentials
         client = self.make_session().client("s3", **self.client_kwargs())
         self.objects.attach(client)
         return client
