@@ -17,7 +17,10 @@ setup(
         "boto3>=1.34",
     ],
     extras_require={
+        # CRC32C part checksums (ObjectSettings(checksum_algorithm="CRC32C")) need awscrt.
+        "crc32c": ["botocore[crt]"],
         "test": [
+            "botocore[crt]",
             "pytest>=8",
             "pytest-timeout",
             "moto[server]>=5",

@@ -1,4 +1,4 @@
-"""beam_s3_sink: copy a bounded Beam PCollection to S3 as Parquet or PostgreSQL COPY CSV.
+"""beam_s3_sink: copy a bounded Beam PCollection to S3 as Parquet or PostgreSQL COPY CSV/text.
 
 The Beam counterpart of Materialize's ``COPY ... TO 's3://...'``: three steps (init on one
 worker, upload on every worker, one completion), data files made visible only when the whole
@@ -10,8 +10,9 @@ copy has succeeded, and exactly one :class:`CopyToResult`.
 
 from .config import S3Config
 from .formats import CsvFormat, Format, ParquetFormat, TextFormat
+from .objects import ObjectSettings
 from .results import CopiedFile, CopyToResult, CopyToS3Error
 from .transform import CopyToS3
 
-__all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config",
+__all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config", "ObjectSettings",
            "Format", "ParquetFormat", "CsvFormat", "TextFormat"]

@@ -124,7 +124,8 @@ class FinishFn(beam.DoFn):
             bytes=sum(f.bytes for f in copied), files=tuple(copied),
             manifest_uri=keys.location.object_uri(keys.manifest), warnings=tuple(warnings))
         body = manifest_json(result, self._format.describe(), schema_to_json(self._schema))
-        call(self._client, "PutObject", bucket, keys.manifest, Body=body, ContentType="application/json")
+        call(self._client, "PutObject", bucket, keys.manifest, Body=body, ContentType="application/json",
+             **self._config.objects.control_args())
         call(self._client, "DeleteObject", bucket, keys.sentinel)
         _log.info("copy %s to %s finished: %d rows in %d file(s), %d bytes",
                   keys.sink_id, result.uri, result.rows, len(result.files), result.bytes)
@@ -133,6 +134,10 @@ class FinishFn(beam.DoFn):
     def _complete(self, pending: PendingFile) -> None:
         bucket = self._keys.location.bucket
         parts = [{"PartNumber": n, "ETag": etag} for n, etag in pending.parts]
+        field = self._config.objects.checksum_field
+        if field and pending.part_checksums:
+            for part, checksum in zip(parts, pending.part_checksums):
+                part[field] = checksum
         try:
             self._client.complete_multipart_upload(
                 Bucket=bucket, Key=pending.key, UploadId=pending.upload_id,
@@ -156,7 +161,8 @@ class FinishFn(beam.DoFn):
         encoder.close()
         body = buffer.getvalue()
         key = self._keys.data_file(EMPTY_FILE_TOKEN, 1, self._format.extension)
-        call(self._client, "PutObject", self._keys.location.bucket, key, Body=body)
+        call(self._client, "PutObject", self._keys.location.bucket, key, Body=body,
+             **self._config.objects.data_file_args(self._format.extension))
         return CopiedFile(self._keys.location.object_uri(key), 0, len(body))
 
     def _abort_others(self, keep: Set[Tuple[str, str]]) -> List[str]:

@@ -1,22 +1,39 @@
 """S3 settings of a copy, and the one place that turns them into a boto3 client.
 
-Settings are resolved when the pipeline is built, in this order: an explicit
-:class:`S3Config`, else the pipeline's Beam ``S3Options`` (``--s3_endpoint_url``,
-``--s3_region_name``, ``--s3_access_key_id``, ...), else boto3's default credential chain
-(environment, shared files, instance or task roles), which each worker resolves itself.
+Settings are resolved when the pipeline is built, in this order, as a whole (they are not
+merged field by field):
+
+1. an explicit :class:`S3Config` given to ``CopyToS3(s3=...)``;
+2. else the pipeline's Beam ``S3Options`` (``--s3_endpoint_url``, ``--s3_region_name``,
+   ``--s3_access_key_id``, ...), see :meth:`S3Config.from_pipeline_options`;
+3. for whatever credentials neither gives, boto3's default chain (environment, shared
+   files, ``profile_name``, instance or task roles), which each worker resolves itself.
+
+Credentials, on the worker::
+
+    access_key_id/secret  ─┐
+    profile_name          ─┼─▶ source credentials ──(role_arn?)──▶ AssumeRole via STS ──▶ client
+    boto3's default chain ─┘                                     (botocore's refreshable
+                                                                  credentials: re-assumed
+                                                                  before they expire)
 
 The resulting :class:`S3Config` is a frozen, picklable value that travels to the workers
 inside the pipeline graph; clients are made from it on the workers, in ``DoFn.setup()``,
-never at pipeline construction. Its ``repr`` never shows a secret.
+never at pipeline construction. Its ``repr`` never shows a secret. The pipeline graph holds
+it pickled (and compressed, not encrypted): prefer roles or the workers' own credential
+chain to static keys where the graph is visible to others.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Union
 
-__all__ = ["S3Config", "MIN_PART_SIZE"]
+from .objects import ObjectSettings
+
+__all__ = ["S3Config", "ObjectSettings", "MIN_PART_SIZE", "resolve_config"]
 
 MIN_PART_SIZE = 5 * 2**20
 """S3's smallest allowed multipart part (every part but the last)."""
@@ -38,7 +55,17 @@ class S3Config:
       region_name: the bucket's region.
       access_key_id, secret_access_key, session_token: static credentials; None to use
         boto3's default chain.
-      profile_name: a named profile of the shared AWS files.
+      profile_name: a named profile of the shared AWS files (instead of static keys).
+      role_arn: a role to assume (``sts:AssumeRole``) with the credentials above, or
+        boto3's chain when none are given; botocore re-assumes it before the temporary
+        credentials expire, so copies longer than ``role_duration_seconds`` keep going.
+      external_id: the external id the role's trust policy asks for.
+      role_session_name: names the session in CloudTrail.
+      role_duration_seconds: lifetime of the role's credentials, 900 to 43200 s. botocore
+        refreshes them 15 minutes before expiry, so keep it well above 900.
+      sts_endpoint_url: STS endpoint for ``AssumeRole``; None: AWS's regional STS endpoint.
+        Not taken from ``endpoint_url``: an S3 endpoint (a VPC or FIPS endpoint) is not an STS
+        endpoint in general; for MinIO, Ceph or moto give the same URL to both.
       path_style: path-style addressing (``http://host/bucket/key``), which most
         S3-compatible servers need; None lets botocore choose.
       verify: TLS verification: True, False, or the path of a CA bundle.
@@ -47,6 +74,8 @@ class S3Config:
       connect_timeout, read_timeout: seconds.
       part_size: bytes per multipart part (at least 5 MiB).
       max_concurrency: part uploads in flight per worker, and completion threads.
+      objects: how objects are written: encryption, expected bucket owner, storage class,
+        content type, part checksums (an :class:`ObjectSettings`).
     """
 
     endpoint_url: Optional[str] = None
@@ -63,6 +92,12 @@ class S3Config:
     read_timeout: float = 60.0
     part_size: int = 8 * 2**20
     max_concurrency: int = 4
+    role_arn: Optional[str] = None
+    external_id: Optional[str] = None
+    role_session_name: str = "beam-s3-sink"
+    role_duration_seconds: int = 3600
+    sts_endpoint_url: Optional[str] = None
+    objects: ObjectSettings = ObjectSettings()
 
     def __post_init__(self) -> None:
         if self.retry_mode not in ("standard", "adaptive", "legacy"):
@@ -79,6 +114,19 @@ class S3Config:
         if (self.access_key_id is None) != (self.secret_access_key is None):
             raise ValueError(
                 "S3Config: give access_key_id and secret_access_key together, or neither")
+        if self.session_token is not None and self.access_key_id is None:
+            raise ValueError("S3Config: session_token needs access_key_id and secret_access_key")
+        if self.profile_name is not None and self.access_key_id is not None:
+            raise ValueError("S3Config: give static keys or profile_name, not both")
+        if self.role_arn is None and self.external_id is not None:
+            raise ValueError("S3Config: external_id needs role_arn")
+        if (not isinstance(self.role_duration_seconds, int)
+                or not 900 <= self.role_duration_seconds <= 43200):
+            raise ValueError(
+                "S3Config: role_duration_seconds must be an int from 900 to 43200 (STS's limits), "
+                f"got {self.role_duration_seconds!r}")
+        if not isinstance(self.objects, ObjectSettings):
+            raise TypeError(f"S3Config: objects must be an ObjectSettings, got {type(self.objects).__name__}")
 
     def __repr__(self) -> str:
         shown = []
@@ -148,18 +196,103 @@ class S3Config:
             kwargs["endpoint_url"] = self.endpoint_url
         if self.region_name:
             kwargs["region_name"] = self.region_name
-        if self.access_key_id:
-            kwargs["aws_access_key_id"] = self.access_key_id
-            kwargs["aws_secret_access_key"] = self.secret_access_key
-            kwargs["aws_session_token"] = self.session_token
         return kwargs
 
-    def make_client(self) -> Any:
-        """A new boto3 S3 client with these settings; call it on the worker, in ``setup()``."""
+    def make_session(self) -> Any:
+        """A boto3 session holding these credentials (assuming ``role_arn`` if set).
+
+        >>> creds = S3Config(role_arn="arn:aws:iam::111122223333:role/export",
+        ...                  external_id="x").make_session().get_credentials()  # doctest: +SKIP
+        >>> creds.method                                                       # doctest: +SKIP
+        'assume-role'
+        """
         import boto3
 
-        session = boto3.session.Session(profile_name=self.profile_name)
-        return session.client("s3", **self.client_kwargs())
+        session = boto3.session.Session(
+            aws_access_key_id=self.access_key_id, aws_secret_access_key=self.secret_access_key,
+            aws_session_token=self.session_token, profile_name=self.profile_name,
+            region_name=self.region_name)
+        if self.role_arn is None:
+            return session
+        return boto3.session.Session(botocore_session=self._assume_role_session(session),
+                                     region_name=self.region_name)
+
+    def _assume_role_session(self, source: Any) -> Any:
+        """A botocore session whose credentials are botocore's own refreshable assume-role
+        credentials: each refresh calls ``AssumeRole`` with ``source``'s credentials."""
+        import botocore.session
+        from botocore.config import Config
+        from botocore.credentials import (AssumeRoleCredentialFetcher, CredentialProvider,
+                                          CredentialResolver, DeferredRefreshableCredentials)
+
+        source_credentials = source.get_credentials()
+        if source_credentials is None:
+            raise ValueError(
+                f"S3Config: no credentials to assume {self.role_arn} with: give access keys or a "
+                "profile, or set up boto3's default chain on the workers")
+        sts_kwargs: Dict[str, Any] = {
+            "verify": self.verify,
+            "config": Config(retries={"mode": self.retry_mode, "max_attempts": self.max_attempts},
+                             connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)}
+        if self.region_name:
+            sts_kwargs["region_name"] = self.region_name
+        if self.sts_endpoint_url:
+            sts_kwargs["endpoint_url"] = self.sts_endpoint_url
+        extra_args: Dict[str, Any] = {"RoleSessionName": self.role_session_name,
+                                      "DurationSeconds": self.role_duration_seconds}
+        if self.external_id is not None:
+            extra_args["ExternalId"] = self.external_id
+        fetcher = AssumeRoleCredentialFetcher(
+            client_creator=functools.partial(_create_client, source, sts_kwargs),
+            source_credentials=source_credentials, role_arn=self.role_arn, extra_args=extra_args)
+        credentials = DeferredRefreshableCredentials(
+            refresh_using=fetcher.fetch_credentials, method="assume-role")
+
+        class _AssumedRole(CredentialProvider):
+            METHOD = "assume-role"
+
+            def load(self) -> Any:
+                return credentials
+
+        session = botocore.session.Session()
+        session.register_component("credential_provider", CredentialResolver([_AssumedRole()]))
+        return session
+
+    def make_client(self) -> Any:
+        """A new boto3 S3 client with these settings; call it on the worker, in ``setup()``.
+
+        Every request it makes carries the ``objects.expected_bucket_owner``, if set; the
+        credentials botocore would log at DEBUG are masked (:mod:`beam_s3_sink.redact`).
+        """
+        from .redact import install
+
+        install()  # botocore's DEBUG logs would show temporary credentials
+        client = self.make_session().client("s3", **self.client_kwargs())
+        self.objects.attach(client)
+        return client
+
+
+def _create_client(session: Any, defaults: Dict[str, Any], service: str, **kwargs: Any) -> Any:
+    """``session.client(service, ...)`` with ``defaults``: the STS client an assume-role
+    fetcher makes each time it refreshes."""
+    return session.client(service, **{**defaults, **kwargs})
+
+
+def resolve_config(explicit: Optional[S3Config], options: Any) -> S3Config:
+    """The settings a copy uses: ``explicit`` if given, else the pipeline's ``S3Options``.
+
+    Whatever credentials neither holds come from boto3's default chain, on the workers.
+
+    >>> from apache_beam.options.pipeline_options import PipelineOptions
+    >>> opts = PipelineOptions(["--s3_endpoint_url=http://options:9000"])
+    >>> resolve_config(S3Config(endpoint_url="http://explicit:9000"), opts).endpoint_url
+    'http://explicit:9000'
+    >>> resolve_config(None, opts).endpoint_url
+    'http://options:9000'
+    """
+    if explicit is not None:
+        return explicit
+    return S3Config.from_pipeline_options(options)
 
 
 def _parse_verify(value: Any) -> Union[bool, str]:

@@ -24,7 +24,7 @@ warning of the result.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, List
+from typing import Any, Dict, Iterable, List, Optional
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -60,15 +60,19 @@ class PrepareFn(beam.DoFn):
             yield InitState(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
         try:
-            state = prepare(self._client, self._keys)
+            state = prepare(self._client, self._keys, self._config.objects.control_args())
         except S3RequestError as exc:
             state = InitState(error=str(exc))
         self._retries_counter.inc(self._retries.drain())
         yield state
 
 
-def prepare(client: Any, keys: CopyKeys) -> InitState:
-    """Run the init step against S3 (see the module docstring); return what it found."""
+def prepare(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] = None) -> InitState:
+    """Run the init step against S3 (see the module docstring); return what it found.
+
+    ``put_args`` are extra ``PutObject`` parameters of the sentinel (encryption, checksum:
+    ``ObjectSettings.control_args()``)."""
+    put_args = put_args or {}
     location = keys.location
     bucket = location.bucket
     objects = list(list_keys(client, bucket, location.list_prefix))
@@ -88,7 +92,7 @@ def prepare(client: Any, keys: CopyKeys) -> InitState:
             "Nothing was written."))
 
     # The sentinel goes first, so that readers see "in progress" while leftovers are removed.
-    call(client, "PutObject", bucket, keys.sentinel, Body=b"")
+    call(client, "PutObject", bucket, keys.sentinel, Body=b"", **put_args)
     warnings = _abort_uploads(client, keys)
     leftovers = sorted(k for k in present if k != keys.sentinel)
     for key in leftovers:

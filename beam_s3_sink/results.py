@@ -71,6 +71,7 @@ class PendingFile:
     parts: Tuple[Tuple[int, str], ...]  # (part number, ETag)
     rows: int
     bytes: int
+    part_checksums: Tuple[str, ...] = ()  # S3's checksum of each part, when parts carry one
 
 
 @dataclass(frozen=True)

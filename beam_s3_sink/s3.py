@@ -32,7 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .results import PendingFile
 
 __all__ = ["MultipartStream", "S3RequestError", "RetryCounter", "describe_error", "list_keys",
-           "list_uploads", "error_code"]
+           "list_uploads", "error_code", "IAM_ACTIONS"]
 
 _log = logging.getLogger(__name__)
 
@@ -86,16 +86,39 @@ def error_code(exc: BaseException) -> Optional[str]:
     return None
 
 
+IAM_ACTIONS = {
+    "ListObjectsV2": "s3:ListBucket",
+    "ListMultipartUploads": "s3:ListBucketMultipartUploads",
+    "PutObject": "s3:PutObject",
+    "CreateMultipartUpload": "s3:PutObject",
+    "UploadPart": "s3:PutObject",
+    "CompleteMultipartUpload": "s3:PutObject",
+    "GetObject": "s3:GetObject",
+    "HeadObject": "s3:GetObject",
+    "DeleteObject": "s3:DeleteObject",
+    "AbortMultipartUpload": "s3:AbortMultipartUpload",
+}
+"""The IAM action that allows each S3 operation the sink calls (named in AccessDenied errors)."""
+
+
 def describe_error(exc: BaseException, operation: str, bucket: str, key: Optional[str] = None) -> str:
     """A one-line message naming the refused operation, the object and what to check."""
     where = f"s3://{bucket}/{key}" if key is not None else f"s3://{bucket}"
+    if isinstance(exc, ClientError) and exc.operation_name == "AssumeRole":
+        # Raised from inside the S3 call: botocore assumes the role when it needs credentials.
+        err = exc.response.get("Error", {})
+        return (f"assuming the role (sts:AssumeRole) for {operation} on {where} failed: "
+                f"{err.get('Code', 'Error')} ({err.get('Message', '')}); check S3Config.role_arn, "
+                "external_id and the role's trust policy")
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         code = err.get("Code", "Error")
         message = err.get("Message", "")
+        action = IAM_ACTIONS.get(operation, f"s3:{operation}")
         hint = {
             "NoSuchBucket": "the bucket does not exist: create it or fix the URI",
-            "AccessDenied": f"the credentials are not allowed to call s3:{operation} there",
+            "AccessDenied": (f"the credentials lack the IAM permission {action} on it (or, when "
+                             "an expected bucket owner is set, the bucket is another account's)"),
             "InvalidAccessKeyId": "the access key id is not known to the server: check the credentials",
             "SignatureDoesNotMatch": "the secret key does not match the access key id",
             "ExpiredToken": "the session token has expired: refresh the credentials",
@@ -117,7 +140,9 @@ def call(client: Any, operation: str, bucket: str, key: Optional[str] = None, **
     try:
         return method(Bucket=bucket, **({"Key": key} if key is not None else {}), **kwargs)
     except (ClientError, BotoCoreError) as exc:
-        raise S3RequestError(describe_error(exc, operation, bucket, key)) from exc
+        # A listing names the prefix it lists, so that the message points at the path.
+        where = key if key is not None else kwargs.get("Prefix")
+        raise S3RequestError(describe_error(exc, operation, bucket, where)) from exc
 
 
 def _snake(name: str) -> str:
@@ -165,7 +190,8 @@ class MultipartStream(io.RawIOBase):
 
     def __init__(self, client: Any, bucket: str, key: str, *, part_size: int,
                  pool: ThreadPoolExecutor, max_in_flight: int,
-                 create_args: Optional[Dict[str, Any]] = None) -> None:
+                 create_args: Optional[Dict[str, Any]] = None,
+                 part_args: Optional[Dict[str, Any]] = None) -> None:
         super().__init__()
         self._client = client
         self.bucket = bucket
@@ -174,11 +200,14 @@ class MultipartStream(io.RawIOBase):
         self._pool = pool
         self._max_in_flight = max_in_flight
         self._create_args = create_args or {}
+        # e.g. ChecksumAlgorithm: botocore computes the part's checksum, S3 verifies it.
+        self._part_args = part_args or {}
+        algorithm = self._part_args.get("ChecksumAlgorithm")
+        self._checksum_field = f"Checksum{algorithm}" if algorithm else None
         self._buffer = bytearray()
         self._position = 0
         self._upload_id: Optional[str] = None
         self._futures: List[Future] = []
-        self._parts: List[Tuple[int, str]] = []
         self.parts_uploaded = 0
 
     # io.RawIOBase protocol -------------------------------------------------------------
@@ -228,20 +257,28 @@ class MultipartStream(io.RawIOBase):
             in_flight[0].result()
         self._futures.append(self._pool.submit(self._upload_part, upload_id, number, chunk))
 
-    def _upload_part(self, upload_id: str, number: int, chunk: bytes) -> Tuple[int, str]:
+    def _upload_part(self, upload_id: str, number: int, chunk: bytes) -> Tuple[int, str, str]:
         response = call(self._client, "UploadPart", self.bucket, self.key,
-                        UploadId=upload_id, PartNumber=number, Body=chunk)
+                        UploadId=upload_id, PartNumber=number, Body=chunk, **self._part_args)
         self.parts_uploaded += 1
-        return number, response["ETag"]
+        checksum = response.get(self._checksum_field, "") if self._checksum_field else ""
+        if self._checksum_field and not checksum:
+            raise S3RequestError(
+                f"S3 did not return the {self._checksum_field} of part {number} of "
+                f"s3://{self.bucket}/{self.key}: the store does not support part checksums; "
+                "set ObjectSettings(checksum_algorithm=None)")
+        return number, response["ETag"], checksum
 
     def finish(self, rows: int) -> PendingFile:
         """Upload the last part, wait for every part, and describe the pending upload."""
         if self._buffer or not self._futures:
             self._submit(bytes(self._buffer))
             self._buffer = bytearray()
-        parts = tuple(f.result() for f in self._futures)
-        return PendingFile(key=self.key, upload_id=self._ensure_upload(), parts=parts,
-                           rows=rows, bytes=self._position)
+        parts = [f.result() for f in self._futures]
+        checksums = tuple(c for _, _, c in parts) if self._checksum_field else ()
+        return PendingFile(key=self.key, upload_id=self._ensure_upload(),
+                           parts=tuple((n, etag) for n, etag, _ in parts),
+                           rows=rows, bytes=self._position, part_checksums=checksums)
 
     def abort(self) -> None:
         """Give the upload up (best effort): its parts are discarded by S3."""

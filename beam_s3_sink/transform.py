@@ -22,7 +22,7 @@ import pyarrow as pa
 from apache_beam.pvalue import AsList, AsSingleton, PCollection
 
 from .completion import FinishFn, MergeReports
-from .config import S3Config
+from .config import S3Config, resolve_config
 from .formats import Format, resolve_format
 from .init import PrepareFn
 from .keys import CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
@@ -107,7 +107,7 @@ class CopyToS3(beam.PTransform):
     def expand(self, rows: PCollection) -> PCollection:
         schema = resolve_schema(self._schema, rows.element_type)
         self._format.check_schema(schema)
-        config = self._s3 or S3Config.from_pipeline_options(rows.pipeline.options)
+        config = resolve_config(self._s3, rows.pipeline.options)
         if self._max_file_size > config.part_size * MAX_PARTS:
             raise ValueError(
                 f"CopyToS3: max_file_size {self._max_file_size} needs more than {MAX_PARTS} parts of "

@@ -167,7 +167,9 @@ class UploadFn(beam.DoFn):
         assert self._pool is not None
         self._stream = MultipartStream(
             self._client, self._keys.location.bucket, key, part_size=self._config.part_size,
-            pool=self._pool, max_in_flight=self._config.max_concurrency)
+            pool=self._pool, max_in_flight=self._config.max_concurrency,
+            create_args=self._config.objects.data_file_args(self._format.extension),
+            part_args=self._config.objects.part_args())
         self._encoder = self._format.open(self._schema, self._stream, self._max_file_size)
 
     def _close_file(self) -> None:

@@ -89,10 +89,14 @@ class FaultProxy:
       refuse: operation name -> (HTTP status, S3 error code), answered every time, e.g.
         ``{"AbortMultipartUpload": (501, "NotImplemented")}``; not counted as faults.
       lifetime: seconds after which the proxy stops by itself.
+      keep_answers: keep the body of every answer relayed, in ``answers``.
+
+    Every request's operation and headers are kept in ``seen``.
     """
 
     def __init__(self, upstream: str, *, seed: int = 0, rate: float = 1 / 8, max_faults: int = 200,
-                 refuse: Optional[Dict[str, Tuple[int, str]]] = None, lifetime: float = 600.0) -> None:
+                 refuse: Optional[Dict[str, Tuple[int, str]]] = None, lifetime: float = 600.0,
+                 keep_answers: bool = False) -> None:
         parts = urlsplit(upstream)
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self._random = random.Random(seed)
@@ -102,6 +106,9 @@ class FaultProxy:
         self._lock = threading.Lock()
         self.faults: Counter = Counter()      # (operation, fault) -> count
         self.requests: Counter = Counter()    # operation -> count
+        self.seen: list = []                  # (operation, {lower-case header: value}), in order
+        self._keep_answers = keep_answers
+        self.answers: list = []               # bodies relayed, when keep_answers
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
@@ -159,6 +166,8 @@ class FaultProxy:
                 body = self.rfile.read(length) if length else b""
                 split = urlsplit(self.path)
                 operation = s3_operation(self.command, split.path, split.query)
+                with proxy._lock:
+                    proxy.seen.append((operation, {k.lower(): v for k, v in self.headers.items()}))
                 fault = proxy._decide(operation)
                 if fault == "refuse":
                     status, code = proxy.refuse[operation]
@@ -169,6 +178,9 @@ class FaultProxy:
                 if fault == "reset":
                     return self._reset()
                 status, headers, data = self._forward(body)
+                if proxy._keep_answers:
+                    with proxy._lock:
+                        proxy.answers.append(data)
                 if fault == "reset-after":
                     return self._reset()
                 self.send_response(status)
