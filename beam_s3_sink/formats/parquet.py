@@ -37,8 +37,10 @@ __all__ = ["ParquetFormat", "parquet_schema"]
 
 _COMPRESSIONS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
 MIN_ROW_GROUP = 16 * 2**10
-MAX_ROW_GROUP = 128 * 2**20
-MAX_PENDING_BYTES = 256 * 2**20
+MAX_ROW_GROUP = 16 * 2**20
+"""The default row group's most encoded bytes: large enough for every reader's scans, small
+enough that a worker's memory does not grow with the input past a few row groups."""
+MAX_PENDING_BYTES = 64 * 2**20
 """The most Arrow bytes an encoder buffers for one row group, however well the data compresses."""
 MAX_DECIMAL_PRECISION = 38
 """The widest decimal that DuckDB, Polars, Spark and Trino read exactly."""
@@ -55,7 +57,7 @@ class ParquetFormat(Format):
       compression: ``snappy`` (default), ``zstd``, ``gzip``, ``brotli``, ``lz4`` or ``none``.
       compression_level: the codec's level (zstd, gzip, brotli, lz4), or None for its default.
       row_group_size: encoded (on-disk) bytes per row group; None: an eighth of
-        ``max_file_size``, from 16 KiB to 128 MiB.
+        ``max_file_size``, from 16 KiB to 16 MiB.
       use_dictionary: dictionary-encode columns.
       write_statistics: write min/max statistics per column chunk.
       version: the Parquet format version, ``"1.0"``, ``"2.4"`` or ``"2.6"``.
