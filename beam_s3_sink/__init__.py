@@ -9,9 +9,9 @@ copy has succeeded, and exactly one :class:`CopyToResult`.
 """
 
 from .config import S3Config
-from .formats import CsvFormat, Format, ParquetFormat
+from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat
 from .results import CopiedFile, CopyToResult, CopyToS3Error
 from .transform import CopyToS3
 
 __all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config",
-           "Format", "ParquetFormat", "CsvFormat"]
+           "Format", "ParquetFormat", "CsvFormat", "JsonlFormat"]

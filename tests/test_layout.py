@@ -1,0 +1,111 @@
+"""Output layout options end to end against a real S3 server: JSON Lines, if_exists,
+num_batches and partition_by, each read back by DuckDB, pyarrow or Polars."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import gzip
+import io
+import json
+import os
+import threading
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from beam_s3_sink import CopyToS3, JsonlFormat
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
+
+UTC = datetime.timezone.utc
+JSON_SCHEMA = pa.schema([
+    ("id", pa.int64()),
+    ("name", pa.string()),
+    ("amount", pa.float64()),
+    ("paid", pa.bool_()),
+    ("price", pa.decimal128(20, 6)),
+    ("day", pa.date32()),
+    ("created", pa.timestamp("us", tz="UTC")),
+    ("tags", pa.list_(pa.string())),
+])
+
+
+def json_row(i: int) -> dict:
+    return {
+        "id": i,
+        "name": None if i % 7 == 0 else f"név \"{i}\"\n\\ ünïcode ☃",
+        "amount": None if i % 5 == 0 else i * 0.1,
+        "paid": i % 2 == 0,
+        "price": decimal.Decimal(f"{i}12345678901.123456") if i % 3 else None,
+        "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i),
+        "created": datetime.datetime(2024, 1, 1, tzinfo=UTC) + datetime.timedelta(seconds=i, microseconds=i),
+        "tags": [f"t{i}", "x,y"] if i % 4 else [],
+    }
+
+
+def download(client, bucket: str, prefix: str, into: str) -> list:
+    """Download every data file under ``prefix`` into ``into``, keeping the key's layout."""
+    paths = []
+    for key in data_keys(client, bucket, prefix):
+        path = os.path.join(into, key[len(prefix):].lstrip("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(get_bytes(client, bucket, key))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "zstd"])
+def test_jsonl_reads_back_with_duckdb_and_polars(s3_config, s3_client, bucket, tmp_path, compression):
+    n = 300
+    result = run_copy(generate=(json_row, n), uri=f"s3://{bucket}/j", format=JsonlFormat(compression=compression),
+                      schema=JSON_SCHEMA, s3=s3_config, max_file_size=2048)
+    assert result.ok and result.rows == n and len(result.files) > 1
+    ext = JsonlFormat(compression=compression).extension
+    assert all(f.uri.endswith("." + ext) for f in result.files)
+    paths = download(s3_client, bucket, "j", str(tmp_path))
+    expected = pa.Table.from_pylist([json_row(i) for i in range(n)], schema=JSON_SCHEMA)
+
+    columns = ("{'id': 'BIGINT', 'name': 'VARCHAR', 'amount': 'DOUBLE', 'paid': 'BOOLEAN', "
+               "'price': 'DECIMAL(20,6)', 'day': 'DATE', 'created': 'TIMESTAMPTZ', 'tags': 'VARCHAR[]'}")
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    got = con.sql(f"SELECT * FROM read_json({paths!r}, format='newline_delimited', columns={columns}) "
+                  "ORDER BY id").to_arrow_table()
+    assert got.cast(JSON_SCHEMA).to_pylist() == expected.to_pylist()
+
+    # Polars parses every JSON number as a double first, so it reads decimals to the nearest
+    # double (DuckDB above reads them exactly); its dates and timestamps come back exact.
+    overrides = {"price": pl.Float64, "day": pl.Date, "created": pl.Datetime("us", "UTC")}
+    frames = [pl.read_ndjson(io.BytesIO(_decompress(open(p, "rb").read(), compression)),
+                             schema_overrides=overrides) for p in paths]
+    frame = pl.concat(frames).sort("id")
+    as_double = [{**r, "price": None if r["price"] is None else float(r["price"])} for r in expected.to_pylist()]
+    got = frame.to_arrow()
+    assert got.cast(got.schema.set(4, pa.field("price", pa.float64()))).cast(
+        JSON_SCHEMA.set(4, pa.field("price", pa.float64()))).to_pylist() == as_double
+
+
+def _decompress(data: bytes, compression):
+    if compression == "gzip":
+        return gzip.decompress(data)
+    if compression == "zstd":
+        return pa.input_stream(pa.BufferReader(data), compression="zstd").read()
+    return data
+
+
+def test_jsonl_value_rules(s3_config, s3_client, bucket):
+    schema = pa.schema([("x", pa.float64()), ("b", pa.binary()), ("t", pa.timestamp("us")),
+                        ("s", pa.struct([("a", pa.int32())])), ("m", pa.map_(pa.string(), pa.int64()))])
+    rows = [{"x": float("nan"), "b": b"\x00\xff", "t": datetime.datetime(2024, 1, 2, 3, 4, 5),
+             "s": {"a": 1}, "m": [("k", 2)]},
+            {"x": float("-inf"), "b": None, "t": None, "s": None, "m": None}]
+    result = run_copy(rows, uri=f"s3://{bucket}/v", format="jsonl", schema=schema, s3=s3_config)
+    (key,) = data_keys(s3_client, bucket, "v")
+    lines = sorted(get_bytes(s3_client, bucket, key).decode().splitlines())
+    assert result.ok and lines == sorted([
+        '{"x":"NaN","b":"AP8=","t":"2024-01-02T03:04:05","s":{"a":1},"m":{"k":2}}',
+        '{"x":"-Infinity","b":null,"t":null,"s":null,"m":null}'])
