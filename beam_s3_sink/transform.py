@@ -23,6 +23,7 @@ from apache_beam.pvalue import AsList, AsSingleton, PCollection
 
 from .completion import FinishFn, MergeReports
 from .config import S3Config
+from .existing import check_if_exists
 from .formats import Format, resolve_format
 from .init import PrepareFn
 from .keys import CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
@@ -76,6 +77,9 @@ class CopyToS3(beam.PTransform):
       errors: a PCollection of upstream errors; any element aborts the copy before it writes.
       fail_on_error: raise :class:`CopyToS3Error` (failing the pipeline) on error; False
         reports the error in the result instead.
+      if_exists: what to do with objects under the path that this copy did not write:
+        ``"error"`` (default), ``"append"`` (leave them), or ``"replace"`` (delete them once
+        the new copy has committed).
     """
 
     def __init__(self, uri: str, format: Union[str, Format] = "parquet",
@@ -83,7 +87,7 @@ class CopyToS3(beam.PTransform):
                  max_file_size: Union[int, str] = DEFAULT_MAX_FILE_SIZE,
                  sink_id: Optional[str] = None, s3: Optional[S3Config] = None,
                  errors: Optional[PCollection] = None, fail_on_error: bool = True,
-                 label: Optional[str] = None) -> None:
+                 if_exists: str = "error", label: Optional[str] = None) -> None:
         super().__init__(label)
         self._location = parse_s3_uri(uri)
         self._format = resolve_format(format)
@@ -98,6 +102,7 @@ class CopyToS3(beam.PTransform):
         self._s3 = s3
         self._errors = errors
         self._fail_on_error = bool(fail_on_error)
+        self._if_exists = check_if_exists(if_exists)
 
     @property
     def sink_id(self) -> str:
@@ -118,7 +123,7 @@ class CopyToS3(beam.PTransform):
             pipeline | "NoUpstreamErrors" >> beam.Create([]))
         init = (pipeline
                 | "Start" >> beam.Create([None])
-                | "Prepare" >> beam.ParDo(PrepareFn(keys, config), AsList(errors)))
+                | "Prepare" >> beam.ParDo(PrepareFn(keys, config, self._if_exists), AsList(errors)))
         reports = rows | "Upload" >> beam.ParDo(
             UploadFn(keys, config, self._format, schema, self._max_file_size), AsSingleton(init))
         report = reports | "Gather" >> beam.CombineGlobally(MergeReports())

@@ -109,3 +109,85 @@ def test_jsonl_value_rules(s3_config, s3_client, bucket):
     assert result.ok and lines == sorted([
         '{"x":"NaN","b":"AP8=","t":"2024-01-02T03:04:05","s":{"a":1},"m":{"k":2}}',
         '{"x":"-Infinity","b":null,"t":null,"s":null,"m":null}'])
+
+
+# if_exists ---------------------------------------------------------------------------------
+CSV_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def csv_row(i: int) -> dict:
+    return {"id": i, "name": f"name-{i}"}
+
+
+def put_old_objects(client, bucket: str, prefix: str) -> dict:
+    old = {f"{prefix}/old-{i:03d}.csv": f"{i},old\n".encode() for i in range(40)}
+    old[f"{prefix}/day=2024-01-01/part-0.parquet"] = b"not really parquet"
+    old[f"{prefix}/_other-manifest.json"] = b"{}"
+    for key, body in old.items():
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+    return {k: len(v) for k, v in old.items()}
+
+
+def test_if_exists_append_leaves_foreign_objects(s3_config, s3_client, bucket):
+    old = put_old_objects(s3_client, bucket, "a")
+    result = run_copy([csv_row(i) for i in range(10)], uri=f"s3://{bucket}/a", format="csv",
+                      schema=CSV_SCHEMA, s3=s3_config, if_exists="append", sink_id="nightly")
+    listing = list_objects(s3_client, bucket, "a/")
+    assert result.ok and result.rows == 10
+    assert {k: listing[k] for k in old} == old
+    assert set(listing) - set(old) == {f.uri.split("/", 3)[3] for f in result.files} | {"a/_nightly-manifest.json"}
+
+
+def test_if_exists_error_is_the_default_and_names_the_option(s3_config, s3_client, bucket):
+    old = put_old_objects(s3_client, bucket, "e")
+    result = run_copy([csv_row(1)], uri=f"s3://{bucket}/e", format="csv", schema=CSV_SCHEMA,
+                      s3=s3_config, fail_on_error=False)
+    assert not result.ok and "if_exists='append' or 'replace'" in result.error
+    assert list_objects(s3_client, bucket, "e/") == old
+
+
+def test_if_exists_replace_readers_never_see_a_partial_path(s3_config, s3_client, bucket):
+    old = put_old_objects(s3_client, bucket, "r")
+    listings: list = []
+    stop = threading.Event()
+
+    def lister() -> None:
+        client = s3_config.make_client()
+        while not stop.is_set():
+            listings.append(list_objects(client, bucket, "r/"))
+
+    thread = threading.Thread(target=lister)
+    thread.start()
+    try:
+        result = run_copy(generate=(csv_row, 20000), uri=f"s3://{bucket}/r", format="csv", schema=CSV_SCHEMA,
+                          s3=s3_config, if_exists="replace", sink_id="nightly", max_file_size=16384)
+    finally:
+        stop.set()
+        thread.join()
+    listings.append(list_objects(s3_client, bucket, "r/"))
+    assert result.ok and result.rows == 20000 and len(result.files) > 10
+    new = {f.uri.split("/", 3)[3]: f.bytes for f in result.files}
+    manifest = "r/_nightly-manifest.json"
+    assert listings[-1].keys() == new.keys() | {manifest}
+    assert {u["url"] for u in read_manifest(s3_client, bucket, manifest)["entries"]} == {f.uri for f in result.files}
+    saw_old_during_copy = 0
+    for listing in listings:
+        has_all_old = all(listing.get(k) == size for k, size in old.items())
+        has_all_new = all(listing.get(k) == size for k, size in new.items()) and manifest in listing
+        assert has_all_old or has_all_new, f"a reader saw a partial path: {sorted(listing)[:10]}"
+        if manifest in listing:
+            assert has_all_new  # the manifest always names a complete copy
+        # a data file of the new copy is only ever seen whole
+        assert all(listing[k] == new[k] for k in listing if k in new)
+        saw_old_during_copy += has_all_old and "r/_nightly-INCOMPLETE" in listing
+    assert saw_old_during_copy, "the reader never listed the path while the copy ran"
+
+
+def test_if_exists_replace_keeps_old_objects_when_the_copy_fails(s3_config, s3_client, bucket):
+    old = put_old_objects(s3_client, bucket, "f")
+    result = run_copy([csv_row(1), {"id": "not a number", "name": "x"}], uri=f"s3://{bucket}/f", format="csv",
+                      schema=CSV_SCHEMA, s3=s3_config, if_exists="replace", sink_id="nightly", fail_on_error=False)
+    listing = list_objects(s3_client, bucket, "f/")
+    assert not result.ok and "'id'" in result.error
+    assert {k: listing[k] for k in old} == old and set(listing) - set(old) == {"f/_nightly-INCOMPLETE"}
+    assert pending_uploads(s3_client, bucket) == []
