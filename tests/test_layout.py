@@ -39,7 +39,7 @@ def json_row(i: int) -> dict:
         "name": None if i % 7 == 0 else f"név \"{i}\"\n\\ ünïcode ☃",
         "amount": None if i % 5 == 0 else i * 0.1,
         "paid": i % 2 == 0,
-        "price": decimal.Decimal(f"{i}12345678901.123456") if i % 3 else None,
+        "price": decimal.Decimal(f"{i % 1000}12345678901.123456") if i % 3 else None,
         "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i),
         "created": datetime.datetime(2024, 1, 1, tzinfo=UTC) + datetime.timedelta(seconds=i, microseconds=i),
         "tags": [f"t{i}", "x,y"] if i % 4 else [],
@@ -190,4 +190,75 @@ def test_if_exists_replace_keeps_old_objects_when_the_copy_fails(s3_config, s3_c
     listing = list_objects(s3_client, bucket, "f/")
     assert not result.ok and "'id'" in result.error
     assert {k: listing[k] for k in old} == old and set(listing) - set(old) == {"f/_nightly-INCOMPLETE"}
+    assert pending_uploads(s3_client, bucket) == []
+
+
+# num_batches -------------------------------------------------------------------------------
+def relative_keys(result, prefix: str) -> list:
+    return sorted(f.uri.split("/", 3)[3][len(prefix) + 1:] for f in result.files)
+
+
+def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, s3_client, bucket, runner):
+    from beam_s3_sink.batches import batch_numbers
+    from helpers import read_parquet
+
+    n = 3000
+    first = run_copy(args=runner, generate=(json_row, n), uri=f"s3://{bucket}/b1", schema=JSON_SCHEMA,
+                     s3=s3_config, num_batches=4, sink_id="nightly")
+    again = run_copy(generate=(lambda i: json_row(n - 1 - i), n), uri=f"s3://{bucket}/b2", schema=JSON_SCHEMA,
+                     s3=s3_config, num_batches=4, sink_id="nightly")
+    assert first.ok and again.ok and first.rows == again.rows == n
+    assert relative_keys(first, "b1") == relative_keys(again, "b2") == [
+        f"nightly-batch-{b:04d}-0001.parquet" for b in range(4)]
+    seen = []
+    for result, prefix in ((first, "b1"), (again, "b2")):
+        by_batch = {}
+        for key in data_keys(s3_client, bucket, prefix):
+            rows = read_parquet(s3_client, bucket, key).to_pylist()
+            batch = int(key.rsplit("-batch-", 1)[1][:4])
+            assert set(batch_numbers(rows, JSON_SCHEMA, 4)) == {batch}, key
+            by_batch[batch] = sorted(r["id"] for r in rows)
+        assert sorted(i for ids in by_batch.values() for i in ids) == list(range(n))
+        assert all(by_batch.values()), "with 3000 rows every batch gets rows"
+        seen.append(by_batch)
+    assert seen[0] == seen[1]
+
+
+def test_num_batches_hash_alike_values_alike_and_use_every_batch():
+    from beam_s3_sink.batches import batch_numbers
+
+    schema = pa.schema([("x", pa.float64()), ("s", pa.string())])
+    assert batch_numbers([{"x": 1, "s": "a"}], schema, 7) == batch_numbers([{"x": 1.0, "s": "a"}], schema, 7)
+    numbers = batch_numbers([{"x": float(i), "s": str(i)} for i in range(1000)], schema, 7)
+    assert set(numbers) == set(range(7))
+
+
+def test_num_batches_a_retried_batch_commits_only_the_reported_uploads(s3_config, s3_client, bucket):
+    from beam_s3_sink.batches import BatchUploadFn
+    from beam_s3_sink.completion import FinishFn
+    from beam_s3_sink.formats import resolve_format
+    from beam_s3_sink.init import prepare
+    from beam_s3_sink.keys import CopyKeys, S3Location
+
+    keys = CopyKeys(S3Location(bucket, "p"), "retried")
+    fmt = resolve_format("csv")
+    state = prepare(s3_client, keys)
+
+    def run_batch(names):
+        fn = BatchUploadFn(keys, s3_config, fmt, CSV_SCHEMA, max_file_size=4096)
+        fn.setup()
+        (report,) = list(fn.process((2, [{"id": i, "name": name} for i, name in enumerate(names)]), state))
+        fn.teardown()
+        return report
+
+    lost = run_batch(["lost"] * 1000)
+    committed = run_batch(["kept"] * 1000)
+    assert [f.key for f in lost.files] == [f.key for f in committed.files]  # the same keys
+    assert len(committed.files) > 1 and committed.files[0].key == "p/retried-batch-0002-0001.csv"
+    finish = FinishFn(keys, s3_config, fmt, CSV_SCHEMA, fail_on_error=True)
+    finish.setup()
+    [result] = list(finish.process(committed, state))
+    assert result.ok and result.rows == 1000
+    body = b"".join(get_bytes(s3_client, bucket, f.key) for f in committed.files)
+    assert body.count(b",kept\n") == 1000 and b"lost" not in body
     assert pending_uploads(s3_client, bucket) == []
