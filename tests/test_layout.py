@@ -262,3 +262,89 @@ def test_num_batches_a_retried_batch_commits_only_the_reported_uploads(s3_config
     body = b"".join(get_bytes(s3_client, bucket, f.key) for f in committed.files)
     assert body.count(b",kept\n") == 1000 and b"lost" not in body
     assert pending_uploads(s3_client, bucket) == []
+
+
+# partition_by ------------------------------------------------------------------------------
+PART_SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string()), ("day", pa.date32()),
+                         ("amount", pa.float64())])
+REGIONS = [None, "a b", "x/y", "k=v", "Zürich ☃", "50%", "c:d#e?f*[g]^{h}'\"\\", "plain"]
+
+
+def part_row(i: int) -> dict:
+    return {"id": i, "region": REGIONS[i % len(REGIONS)],
+            "day": None if i % 11 == 0 else datetime.date(2024, 1, 1 + i % 3), "amount": i / 4}
+
+
+def read_hive(tmp_path, schema) -> dict:
+    """The copy read back by DuckDB and by pyarrow, through their Hive partitioning."""
+    con = duckdb.connect()
+    duck = con.sql(
+        f"SELECT id, region, day, amount FROM read_parquet('{tmp_path}/**/*.parquet', hive_partitioning=true, "
+        "hive_types={'region': 'VARCHAR', 'day': 'DATE'}) ORDER BY id").to_arrow_table()
+    partitioning = ds.partitioning(pa.schema([("region", pa.string()), ("day", pa.date32())]), flavor="hive")
+    arrow = ds.dataset(str(tmp_path), format="parquet", partitioning=partitioning).to_table().sort_by("id")
+    return {"duckdb": duck.cast(schema).to_pylist(), "pyarrow": arrow.select(schema.names).cast(schema).to_pylist()}
+
+
+def test_partition_by_reads_back_through_duckdb_and_pyarrow_hive_partitioning(s3_config, s3_client, bucket, tmp_path):
+    n = 2000
+    result = run_copy(generate=(part_row, n), uri=f"s3://{bucket}/h", schema=PART_SCHEMA, s3=s3_config,
+                      partition_by=["region", "day"], sink_id="parts")
+    assert result.ok and result.rows == n
+    keys = data_keys(s3_client, bucket, "h")
+    manifest = read_manifest(s3_client, bucket, "h/_parts-manifest.json")
+    assert sorted(e["url"] for e in manifest["entries"]) == sorted(f"s3://{bucket}/{k}" for k in keys)
+    directories = {k.rsplit("/", 1)[0] for k in keys}
+    assert "h/region=__HIVE_DEFAULT_PARTITION__/day=__HIVE_DEFAULT_PARTITION__" in directories
+    assert "h/region=x%2Fy/day=2024-01-02" in directories and "h/region=k%3Dv/day=2024-01-02" in directories
+    assert "h/region=Zürich ☃/day=2024-01-02" in directories
+    assert "h/region=c%3Ad%23e%3Ff%2A%5Bg%5D%5E%7Bh}%27%22%5C/day=2024-01-01" in directories
+    assert len(directories) == len(REGIONS) * 4
+    download(s3_client, bucket, "h", str(tmp_path))
+    first = pq_schema(tmp_path)
+    assert first.names == ["id", "amount"], "partition columns are left out of the files"
+    expected = [part_row(i) for i in range(n)]
+    got = read_hive(tmp_path, PART_SCHEMA)
+    assert got["duckdb"] == expected
+    assert got["pyarrow"] == expected
+
+
+def pq_schema(tmp_path) -> pa.Schema:
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(next(iter(sorted(tmp_path.rglob("*.parquet")))))
+
+
+def test_partition_by_keeps_columns_on_request_and_caps_open_files(s3_config, s3_client, bucket, tmp_path):
+    n = 4000
+    result = run_copy(generate=(part_row, n), uri=f"s3://{bucket}/k", schema=PART_SCHEMA, s3=s3_config,
+                      partition_by=["region"], keep_partition_columns=True, max_open_files=2,
+                      num_batches=2, sink_id="kept")
+    assert result.ok and result.rows == n
+    keys = data_keys(s3_client, bucket, "k")
+    assert all("/kept-batch-000" in k for k in keys)
+    # rows cycle over 8 partitions with 2 files open: closing the largest file when a third
+    # partition opens gives each partition more than one file per batch
+    per_directory_batch = {(k.rsplit("/", 1)[0], k.rsplit("-", 2)[1]) for k in keys}
+    assert len(keys) > len(per_directory_batch) >= len(REGIONS)
+    download(s3_client, bucket, "k", str(tmp_path))
+    assert pq_schema(tmp_path).names == PART_SCHEMA.names
+    con = duckdb.connect()
+    got = con.sql(f"SELECT * FROM read_parquet('{tmp_path}/**/*.parquet', hive_partitioning=false) "
+                  "ORDER BY id").to_arrow_table().cast(PART_SCHEMA).to_pylist()
+    assert got == [part_row(i) for i in range(n)]
+
+
+def test_partition_by_errors_at_construction():
+    with pytest.raises(ValueError, match="partition_by column 'nope' is not in the schema"):
+        CopyToS3("s3://b-b/p", schema=PART_SCHEMA, partition_by=["nope"]).expand(_FakePColl())
+    with pytest.raises(ValueError, match="partition_by column 'amount' has type double"):
+        CopyToS3("s3://b-b/p", schema=PART_SCHEMA, partition_by=["amount"]).expand(_FakePColl())
+    with pytest.raises(ValueError, match="max_open_files must be a positive int"):
+        CopyToS3("s3://b-b/p", schema=PART_SCHEMA, partition_by=["region"], max_open_files=0)
+    with pytest.raises(ValueError, match="num_batches must be an int from 1 to 10000"):
+        CopyToS3("s3://b-b/p", schema=PART_SCHEMA, num_batches=0)
+
+
+class _FakePColl:
+    element_type = None
