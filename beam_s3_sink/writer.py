@@ -10,9 +10,15 @@ uploads, one sequence of files per partition directory (a single sequence withou
                                                           group       in flight on a pool
 
 A file is closed when it reaches ``max_file_size`` and the sequence's next one is opened.
-With partitions, at most ``max_open_files`` sequences hold buffered rows or an open file at
-once; one more closes the largest first, so memory stays bounded however many partitions the
-rows spread over. ``finish`` closes everything and returns the :class:`BundleReport`; the
+With partitions, memory stays bounded however many partitions the rows spread over:
+
+* at most ``max_open_files`` files are open at once; opening one more first closes
+  (finishes) the largest open file, and that partition's later rows go to its next file;
+* the row buffers of all partitions hold at most ``max_open_files`` times one buffer's rows
+  (``buffer_bytes`` of Arrow data); past that, the largest buffer is written out.
+
+So rows that cycle over more partitions than files may be open are still gathered into
+buffer-sized runs, rather than a file per row. ``finish`` closes everything and returns the :class:`BundleReport`; the
 first error stops the writer, aborts what it had open and becomes the report's error.
 
 Used by :class:`~beam_s3_sink.upload.UploadFn` (one writer per bundle, files named by a
@@ -76,14 +82,9 @@ class _Sequence:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.buffer: List[Mapping[str, Any]] = []
-        self.batch_rows = 1024
         self.files = 0
         self.stream: Optional[MultipartStream] = None
         self.encoder: Optional[FileEncoder] = None
-
-    @property
-    def open(self) -> bool:
-        return bool(self.buffer) or self.encoder is not None
 
     @property
     def size(self) -> int:
@@ -101,7 +102,8 @@ class FileWriter:
 
     def __init__(self, client: Any, pool: ThreadPoolExecutor, config: S3Config, fmt: Format,
                  schema: pa.Schema, max_file_size: int, bucket: str, name: NameFn,
-                 layout: Layout = Layout(), on_file: Callable[[PendingFile], None] = lambda f: None) -> None:
+                 layout: Layout = Layout(), on_file: Callable[[PendingFile], None] = lambda f: None,
+                 buffer_bytes: int = BATCH_BYTES) -> None:
         self._client = client
         self._pool = pool
         self._config = config
@@ -114,7 +116,10 @@ class FileWriter:
         self._layout = layout
         self._on_file = on_file
         self._sequences: Dict[str, _Sequence] = {}
-        self._opened: Dict[str, _Sequence] = {}  # sequences with buffered rows or an open file
+        self._opened: Dict[str, _Sequence] = {}  # sequences with an open file
+        self._buffer_bytes = buffer_bytes
+        self._batch_rows = min(1024, MAX_BATCH_ROWS)  # rows per buffer, from the last batch's size
+        self._buffered = 0  # rows in all buffers
         self._done: List[PendingFile] = []
         self._current: Optional[_Sequence] = None
         self.error: Optional[str] = None
@@ -129,13 +134,12 @@ class FileWriter:
             sequence = self._sequences.get(directory)
             if sequence is None:
                 sequence = self._sequences[directory] = _Sequence(directory)
-            if not sequence.open:
-                self._make_room(sequence)
             sequence.buffer.append(self._layout.file_row(mapping))
-            if len(sequence.buffer) >= sequence.batch_rows:
+            self._buffered += 1
+            if len(sequence.buffer) >= self._batch_rows:
                 self._flush_rows(sequence)
-                if not sequence.open:  # its file filled up and closed
-                    self._opened.pop(directory, None)
+            elif self._buffered > self._layout.max_open_files * self._batch_rows:
+                self._flush_rows(max(self._sequences.values(), key=lambda s: len(s.buffer)))
         except HANDLED as exc:
             self._fail(exc)
 
@@ -143,8 +147,9 @@ class FileWriter:
         """Write what is buffered, finish every file's parts; return the report (or the error)."""
         if self.error is None:
             try:
-                for sequence in list(self._opened.values()):
-                    self._close(sequence)
+                for sequence in self._sequences.values():
+                    self._flush_rows(sequence)
+                    self._close_file(sequence)
             except HANDLED as exc:
                 self._fail(exc)
             except Exception as exc:  # noqa: BLE001 - an encoder failing to end its file
@@ -155,28 +160,20 @@ class FileWriter:
         return BundleReport(files=tuple(self._done), rows=sum(f.rows for f in self._done),
                             bytes=sum(f.bytes for f in self._done))
 
-    # open files -----------------------------------------------------------------------
-    def _make_room(self, sequence: _Sequence) -> None:
-        """``sequence`` is about to open: close the largest open one if at the cap."""
-        if len(self._opened) >= self._layout.max_open_files:
-            largest = max(self._opened.values(), key=lambda s: (s.size, len(s.buffer)))
-            _log.debug("%d files open: closing the largest, in %r", len(self._opened), largest.directory)
-            self._close(largest)
-        self._opened[sequence.directory] = sequence
-
-    def _close(self, sequence: _Sequence) -> None:
-        self._flush_rows(sequence)
-        self._close_file(sequence)
-        self._opened.pop(sequence.directory, None)
+    @property
+    def open_files(self) -> int:
+        """How many files are open now (at most ``max_open_files``)."""
+        return len(self._opened)
 
     # buffering ------------------------------------------------------------------------
     def _flush_rows(self, sequence: _Sequence) -> None:
         if not sequence.buffer:
             return
         rows, sequence.buffer = sequence.buffer, []
+        self._buffered -= len(rows)
         batch = rows_to_batch(rows, self._file_schema)
         per_row = max(1, batch.nbytes // max(1, batch.num_rows))
-        sequence.batch_rows = max(1, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
+        self._batch_rows = max(1, min(MAX_BATCH_ROWS, self._buffer_bytes // per_row))
         try:
             self._write(sequence, batch)
         except S3RequestError:
@@ -195,6 +192,11 @@ class FileWriter:
 
     # files ----------------------------------------------------------------------------
     def _open_file(self, sequence: _Sequence) -> None:
+        if len(self._opened) >= self._layout.max_open_files:
+            largest = max(self._opened.values(), key=lambda s: s.size)
+            _log.debug("%d files open: closing the largest, in %r", len(self._opened), largest.directory)
+            self._close_file(largest)
+        self._opened[sequence.directory] = sequence
         sequence.files += 1
         key = self._name(sequence.directory, sequence.files)
         self._current = sequence
@@ -210,6 +212,7 @@ class FileWriter:
         encoder.close()
         pending = stream.finish(rows=encoder.rows)
         sequence.encoder = sequence.stream = None
+        self._opened.pop(sequence.directory, None)
         self._done.append(pending)
         self._on_file(pending)
         _log.debug("uploaded %s: %d rows, %d bytes, %d parts (pending)",

@@ -18,6 +18,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from beam_s3_sink import CopyToS3, JsonlFormat
+from beam_s3_sink.layout import Layout, escape_path_name
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 
 UTC = datetime.timezone.utc
@@ -315,18 +316,16 @@ def pq_schema(tmp_path) -> pa.Schema:
     return pq.read_schema(next(iter(sorted(tmp_path.rglob("*.parquet")))))
 
 
-def test_partition_by_keeps_columns_on_request_and_caps_open_files(s3_config, s3_client, bucket, tmp_path):
+def test_partition_by_keeps_columns_on_request_with_batches(s3_config, s3_client, bucket, tmp_path):
     n = 4000
     result = run_copy(generate=(part_row, n), uri=f"s3://{bucket}/k", schema=PART_SCHEMA, s3=s3_config,
                       partition_by=["region"], keep_partition_columns=True, max_open_files=2,
                       num_batches=2, sink_id="kept")
     assert result.ok and result.rows == n
     keys = data_keys(s3_client, bucket, "k")
-    assert all("/kept-batch-000" in k for k in keys)
-    # rows cycle over 8 partitions with 2 files open: closing the largest file when a third
-    # partition opens gives each partition more than one file per batch
-    per_directory_batch = {(k.rsplit("/", 1)[0], k.rsplit("-", 2)[1]) for k in keys}
-    assert len(keys) > len(per_directory_batch) >= len(REGIONS)
+    assert keys and all("/kept-batch-000" in k for k in keys)
+    assert {k.rsplit("/", 1)[0] for k in keys} == {
+        "k/region=" + ("__HIVE_DEFAULT_PARTITION__" if r is None else escape_path_name(r)) for r in REGIONS}
     download(s3_client, bucket, "k", str(tmp_path))
     assert pq_schema(tmp_path).names == PART_SCHEMA.names
     con = duckdb.connect()
@@ -348,3 +347,35 @@ def test_partition_by_errors_at_construction():
 
 class _FakePColl:
     element_type = None
+
+
+def test_partition_writer_keeps_at_most_max_open_files_open(s3_config, s3_client, bucket):
+    """Rows cycling over 8 partitions with 2 files open: the cap holds after every row, the
+    largest file is closed to open another (so partitions get several files), nothing is lost."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from beam_s3_sink.formats import resolve_format
+    from beam_s3_sink.completion import FinishFn
+    from beam_s3_sink.init import prepare
+    from beam_s3_sink.keys import CopyKeys, S3Location
+    from beam_s3_sink.writer import FileWriter
+
+    keys = CopyKeys(S3Location(bucket, "w"), "capped")
+    fmt = resolve_format("parquet")
+    state = prepare(s3_client, keys)
+    with ThreadPoolExecutor(2) as pool:
+        writer = FileWriter(s3_client, pool, s3_config, fmt, PART_SCHEMA, 2**20, bucket,
+                            lambda directory, n: keys.data_file("0123456789abcdef", n, "parquet", directory),
+                            Layout(("region",), max_open_files=2), buffer_bytes=2048)
+        most_open = 0
+        for i in range(3000):
+            writer.add(part_row(i))
+            most_open = max(most_open, writer.open_files)
+        report = writer.finish()
+    assert report.error is None and report.rows == 3000 and most_open == 2
+    directories = [f.key.rsplit("/", 1)[0] for f in report.files]
+    assert len(set(directories)) == len(REGIONS) < len(directories)
+    finish = FinishFn(keys, s3_config, fmt, PART_SCHEMA, fail_on_error=True)
+    finish.setup()
+    [result] = list(finish.process(report, state))
+    assert result.ok and result.rows == 3000 and pending_uploads(s3_client, bucket) == []
