@@ -9,10 +9,10 @@ copy has succeeded, and exactly one :class:`CopyToResult`.
 """
 
 from .config import S3Config
-from .formats import CsvFormat, Format, ParquetFormat, TextFormat
+from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat, TextFormat
 from .objects import ObjectSettings
 from .results import CopiedFile, CopyToResult, CopyToS3Error
 from .transform import CopyToS3
 
 __all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config", "ObjectSettings",
-           "Format", "ParquetFormat", "CsvFormat", "TextFormat"]
+           "Format", "ParquetFormat", "CsvFormat", "TextFormat", "JsonlFormat"]

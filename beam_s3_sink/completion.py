@@ -28,6 +28,7 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from .config import S3Config
+from .existing import ReplaceError, delete_keys
 from .formats.base import Format
 from .keys import TOKEN_HEX_DIGITS, CopyKeys
 from .manifest import manifest_json
@@ -92,6 +93,8 @@ class FinishFn(beam.DoFn):
         if error is None:
             try:
                 committed = self._commit(report, state)
+            except ReplaceError as exc:  # committed: keep the new copy, leave the sentinel
+                error = str(exc)
             except S3RequestError as exc:
                 error = f"completing the copy failed: {exc}"
                 self._abandon(report.files, delete_completed=True)
@@ -126,6 +129,7 @@ class FinishFn(beam.DoFn):
         body = manifest_json(result, self._format.describe(), schema_to_json(self._schema))
         call(self._client, "PutObject", bucket, keys.manifest, Body=body, ContentType="application/json",
              **self._config.objects.control_args())
+        delete_keys(self._client, bucket, state.replaced)  # if_exists="replace"; see .existing
         call(self._client, "DeleteObject", bucket, keys.sentinel)
         _log.info("copy %s to %s finished: %d rows in %d file(s), %d bytes",
                   keys.sink_id, result.uri, result.rows, len(result.files), result.bytes)

@@ -10,7 +10,9 @@ It lists ``P/`` and decides:
 
 * a manifest of ``ID`` and no sentinel: the copy already finished; report that result again
   and write nothing (an idempotent rerun);
-* an object that ``ID`` did not write: fail, naming how many and the first few keys;
+* an object that ``ID`` did not write: fail, naming how many and the first few keys
+  (``if_exists="error"``); or leave it (``"append"``); or record its key, for completion to
+  delete once the copy has committed (``"replace"``, see :mod:`.existing`);
 * otherwise: write the ``INCOMPLETE`` sentinel, then remove what an earlier failed run of
   ``ID`` left (pending multipart uploads, data files, a stale manifest).
 
@@ -45,9 +47,10 @@ NAMESPACE = "beam_s3_sink"
 class PrepareFn(beam.DoFn):
     """Validates the destination and writes the sentinel; emits one :class:`InitState`."""
 
-    def __init__(self, keys: CopyKeys, config: S3Config) -> None:
+    def __init__(self, keys: CopyKeys, config: S3Config, if_exists: str = "error") -> None:
         self._keys = keys
         self._config = config
+        self._if_exists = if_exists
         self._client: Any = None
         self._retries_counter = Metrics.counter(NAMESPACE, "retries")
 
@@ -60,14 +63,16 @@ class PrepareFn(beam.DoFn):
             yield InitState(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
         try:
-            state = prepare(self._client, self._keys, self._config.objects.control_args())
+            state = prepare(self._client, self._keys, self._if_exists,
+                            self._config.objects.control_args())
         except S3RequestError as exc:
             state = InitState(error=str(exc))
         self._retries_counter.inc(self._retries.drain())
         yield state
 
 
-def prepare(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] = None) -> InitState:
+def prepare(client: Any, keys: CopyKeys, if_exists: str = "error",
+            put_args: Optional[Dict[str, Any]] = None) -> InitState:
     """Run the init step against S3 (see the module docstring); return what it found.
 
     ``put_args`` are extra ``PutObject`` parameters of the sentinel (encryption, checksum:
@@ -83,23 +88,24 @@ def prepare(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] = No
         return InitState(done=result_from_manifest(data, location.object_uri(keys.manifest)))
 
     foreign = sorted(k for k in present if not keys.is_owned(k))
-    if foreign:
+    if foreign and if_exists == "error":
         shown = ", ".join(foreign[:_SHOWN_FOREIGN_KEYS])
         more = f" and {len(foreign) - _SHOWN_FOREIGN_KEYS} more" if len(foreign) > _SHOWN_FOREIGN_KEYS else ""
         return InitState(error=(
             f"{location.uri} is not empty: {len(foreign)} object(s) that copy {keys.sink_id!r} did not "
-            f"write are there ({shown}{more}); copy to an empty path, or delete those objects first. "
-            "Nothing was written."))
+            f"write are there ({shown}{more}); copy to an empty path, delete those objects first, "
+            "or pass if_exists='append' or 'replace'. Nothing was written."))
 
     # The sentinel goes first, so that readers see "in progress" while leftovers are removed.
     call(client, "PutObject", bucket, keys.sentinel, Body=b"", **put_args)
     warnings = _abort_uploads(client, keys)
-    leftovers = sorted(k for k in present if k != keys.sentinel)
+    leftovers = sorted(k for k in present if k != keys.sentinel and keys.is_owned(k))
     for key in leftovers:
         call(client, "DeleteObject", bucket, key)
     if leftovers:
         _log.info("removed %d object(s) left by an earlier failed run of copy %s", len(leftovers), keys.sink_id)
-    return InitState(warnings=tuple(warnings))
+    replaced = tuple(foreign) if if_exists == "replace" else ()
+    return InitState(warnings=tuple(warnings), replaced=replaced)
 
 
 def _abort_uploads(client: Any, keys: CopyKeys) -> List[str]:

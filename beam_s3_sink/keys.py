@@ -3,6 +3,8 @@
 A copy to ``s3://bucket/P`` with sink id ``ID`` writes only these keys::
 
     P/ID-<token>-<nnnn>.<ext>     data files (token: 16 hex digits, one per file writer)
+    P/ID-batch-<bbbb>-<nnnn>.<ext>  data files of batch bbbb (num_batches: same keys every run)
+    P/col=v/.../ID-...            the same, in Hive-style partition directories (partition_by)
     P/_ID-INCOMPLETE              sentinel: a copy of ID is in progress or failed
     P/_ID-manifest.json           manifest: the copy of ID finished
 
@@ -31,6 +33,7 @@ __all__ = [
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _SINK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 TOKEN_HEX_DIGITS = 16
+MAX_BATCHES = 10_000  # batch numbers are 4 digits, so that no token can read as a batch
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,8 @@ class CopyKeys:
     'exports/_nightly-INCOMPLETE'
     >>> keys.data_file("0123456789abcdef", 1, "csv")
     'exports/nightly-0123456789abcdef-0001.csv'
+    >>> keys.batch_file(3, 1, "csv", "day=2024-01-01")
+    'exports/day=2024-01-01/nightly-batch-0003-0001.csv'
     """
 
     location: S3Location
@@ -131,11 +136,20 @@ class CopyKeys:
 
     @property
     def data_prefix(self) -> str:
-        """The prefix shared by every data file of this copy (for listing uploads)."""
-        return self.location.key(f"{self.sink_id}-")
+        """The prefix to list for data files and uploads of this copy: all of ``P/``, since
+        partitioned files live in subdirectories; filter what is listed with :meth:`is_data_file`."""
+        return self.location.list_prefix
 
-    def data_file(self, token: str, number: int, extension: str) -> str:
-        return self.location.key(f"{self.sink_id}-{token}-{number:04d}.{extension}")
+    def data_file(self, token: str, number: int, extension: str, directory: str = "") -> str:
+        """The key of a data file; ``directory``: a partition's ``col=value/...`` path, or ``""``."""
+        return self._in(directory, f"{self.sink_id}-{token}-{number:04d}.{extension}")
+
+    def batch_file(self, batch: int, number: int, extension: str, directory: str = "") -> str:
+        """The key of data file ``number`` of batch ``batch`` (``num_batches``)."""
+        return self._in(directory, f"{self.sink_id}-batch-{batch:04d}-{number:04d}.{extension}")
+
+    def _in(self, directory: str, name: str) -> str:
+        return self.location.key(f"{directory}/{name}" if directory else name)
 
     def _relative(self, key: str) -> Optional[str]:
         head = self.location.list_prefix
@@ -152,4 +166,5 @@ class CopyKeys:
 
     def _data_re(self) -> "re.Pattern[str]":
         return re.compile(
-            re.escape(self.sink_id) + r"-[0-9a-f]{%d}-\d{4,}\.[a-z0-9.]+$" % TOKEN_HEX_DIGITS)
+            r"(?:[^/=]+=[^/]+/)*" + re.escape(self.sink_id)
+            + r"-(?:[0-9a-f]{%d}|batch-\d{4})-\d{4,}\.[a-z0-9.]+$" % TOKEN_HEX_DIGITS)

@@ -108,3 +108,4 @@ class InitState:
     error: Optional[str] = None
     done: Optional[CopyToResult] = None
     warnings: Tuple[str, ...] = ()
+    replaced: Tuple[str, ...] = ()  # if_exists="replace": the keys to delete once committed

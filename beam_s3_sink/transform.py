@@ -6,6 +6,7 @@
            errors ─AsList─┘     │ AsSingleton                                 │ AsSingleton
                                 ▼                                             ▼
     rows ──────────────────▶ Upload (per bundle) ─BundleReport*─▶ Gather ─▶ Finish ─▶ CopyToResult
+      └ num_batches: AssignBatches ─▶ GroupByKey ─▶ UploadBatches ──┘ (one report per batch)
 
 Everything that can be checked without S3 is checked here, when the pipeline is built: the
 URI, the format and its options against the schema, the sizes. Nothing here touches the
@@ -15,17 +16,20 @@ network: clients are made on the workers.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.pvalue import AsList, AsSingleton, PCollection
 
+from .batches import AssignBatchFn, BatchUploadFn
 from .completion import FinishFn, MergeReports
 from .config import S3Config, resolve_config
-from .formats import Format, resolve_format
+from .existing import check_if_exists
+from .formats import Format, JsonlFormat, resolve_format
 from .init import PrepareFn
-from .keys import CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
+from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
+from .layout import DEFAULT_MAX_OPEN_FILES, Layout
 from .schema import resolve_schema
 from .upload import UploadFn
 
@@ -76,6 +80,18 @@ class CopyToS3(beam.PTransform):
       errors: a PCollection of upstream errors; any element aborts the copy before it writes.
       fail_on_error: raise :class:`CopyToS3Error` (failing the pipeline) on error; False
         reports the error in the result instead.
+      if_exists: what to do with objects under the path that this copy did not write:
+        ``"error"`` (default), ``"append"`` (leave them), or ``"replace"`` (delete them once
+        the new copy has committed).
+      num_batches: spread rows over this many batches by a stable hash of each row, through
+        a ``GroupByKey``; each batch is written by one worker as ``P/ID-batch-<bbbb>-<nnnn>``,
+        so a rerun of the same data writes the same keys. Default None: no shuffle, files
+        per bundle.
+      partition_by: column names; write Hive-style ``P/col=value/...`` directories.
+      keep_partition_columns: also keep the partition columns in the files (default: left
+        out, their values are in the path).
+      max_open_files: at most this many partition files open at once per worker; when more
+        are needed the largest is finished first.
     """
 
     def __init__(self, uri: str, format: Union[str, Format] = "parquet",
@@ -83,7 +99,9 @@ class CopyToS3(beam.PTransform):
                  max_file_size: Union[int, str] = DEFAULT_MAX_FILE_SIZE,
                  sink_id: Optional[str] = None, s3: Optional[S3Config] = None,
                  errors: Optional[PCollection] = None, fail_on_error: bool = True,
-                 label: Optional[str] = None) -> None:
+                 if_exists: str = "error", num_batches: Optional[int] = None,
+                 partition_by: Sequence[str] = (), keep_partition_columns: bool = False,
+                 max_open_files: int = DEFAULT_MAX_OPEN_FILES, label: Optional[str] = None) -> None:
         super().__init__(label)
         self._location = parse_s3_uri(uri)
         self._format = resolve_format(format)
@@ -98,6 +116,12 @@ class CopyToS3(beam.PTransform):
         self._s3 = s3
         self._errors = errors
         self._fail_on_error = bool(fail_on_error)
+        self._if_exists = check_if_exists(if_exists)
+        if num_batches is not None and (isinstance(num_batches, bool) or not isinstance(num_batches, int)
+                                        or not 1 <= num_batches <= MAX_BATCHES):
+            raise ValueError(f"CopyToS3: num_batches must be an int from 1 to {MAX_BATCHES}, got {num_batches!r}")
+        self._num_batches = num_batches
+        self._layout = Layout(partition_by, bool(keep_partition_columns), max_open_files)
 
     @property
     def sink_id(self) -> str:
@@ -107,6 +131,12 @@ class CopyToS3(beam.PTransform):
     def expand(self, rows: PCollection) -> PCollection:
         schema = resolve_schema(self._schema, rows.element_type)
         self._format.check_schema(schema)
+        self._layout.check(schema)
+        if self._num_batches is not None:
+            try:
+                JsonlFormat().check_schema(schema)  # rows are hashed as their JSON Lines text
+            except ValueError as exc:
+                raise ValueError(f"CopyToS3: num_batches cannot hash this schema's rows: {exc}") from None
         config = resolve_config(self._s3, rows.pipeline.options)
         if self._max_file_size > config.part_size * MAX_PARTS:
             raise ValueError(
@@ -118,9 +148,18 @@ class CopyToS3(beam.PTransform):
             pipeline | "NoUpstreamErrors" >> beam.Create([]))
         init = (pipeline
                 | "Start" >> beam.Create([None])
-                | "Prepare" >> beam.ParDo(PrepareFn(keys, config), AsList(errors)))
-        reports = rows | "Upload" >> beam.ParDo(
-            UploadFn(keys, config, self._format, schema, self._max_file_size), AsSingleton(init))
+                | "Prepare" >> beam.ParDo(PrepareFn(keys, config, self._if_exists), AsList(errors)))
+        if self._num_batches is None:
+            reports = rows | "Upload" >> beam.ParDo(
+                UploadFn(keys, config, self._format, schema, self._max_file_size, self._layout),
+                AsSingleton(init))
+        else:
+            reports = (rows
+                       | "AssignBatches" >> beam.ParDo(AssignBatchFn(schema, self._num_batches))
+                       | "GroupBatches" >> beam.GroupByKey()
+                       | "UploadBatches" >> beam.ParDo(
+                           BatchUploadFn(keys, config, self._format, schema, self._max_file_size,
+                                         self._layout), AsSingleton(init)))
         report = reports | "Gather" >> beam.CombineGlobally(MergeReports())
         return report | "Finish" >> beam.ParDo(
             FinishFn(keys, config, self._format, schema, self._fail_on_error), AsSingleton(init))

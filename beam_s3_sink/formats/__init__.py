@@ -1,4 +1,4 @@
-"""Output formats: Parquet (pyarrow) and PostgreSQL's COPY CSV and text.
+"""Output formats: Parquet (pyarrow), PostgreSQL's COPY CSV and text, and JSON Lines.
 
 ``format=`` of :class:`~beam_s3_sink.CopyToS3` takes a name from :data:`FORMATS` or a format
 object with options, such as ``ParquetFormat(compression="zstd")``.
@@ -10,15 +10,18 @@ from typing import Dict, Type, Union
 
 from .base import FileEncoder, Format
 from .csv import CsvFormat
+from .jsonl import JsonlFormat
 from .parquet import ParquetFormat
 from .text import TextFormat
 
-__all__ = ["Format", "FileEncoder", "ParquetFormat", "CsvFormat", "TextFormat", "FORMATS", "resolve_format"]
+__all__ = ["Format", "FileEncoder", "ParquetFormat", "CsvFormat", "TextFormat", "JsonlFormat",
+           "FORMATS", "resolve_format"]
 
 FORMATS: Dict[str, Type[Format]] = {
     ParquetFormat.name: ParquetFormat,
     CsvFormat.name: CsvFormat,
     TextFormat.name: TextFormat,
+    JsonlFormat.name: JsonlFormat,
 }
 
 

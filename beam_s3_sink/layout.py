@@ -1,0 +1,134 @@
+"""Hive-style partitions: which directory under ``P/`` a row's file goes to.
+
+``partition_by=["day", "country"]`` writes each row to ``P/day=<v>/country=<v>/ID-...``, the
+layout that Hive, Spark, Trino/Athena, DuckDB and pyarrow read back as columns::
+
+    row ─▶ values of the partition columns ─▶ text ─▶ escape ─▶ "day=2024-01-01/country=FR"
+                                                 │
+                      NULL or "" ─▶ __HIVE_DEFAULT_PARTITION__ (read back as NULL)
+
+Column names and values are escaped as Hive's ``FileUtils.escapePathName`` does (Spark uses
+the same set): the characters ``" # % ' * / : = ? \\ { [ ] ^``, DEL and the control
+characters become ``%XX`` (upper-case hex); everything else, spaces and non-ASCII included,
+is kept as is (S3 keys are UTF-8). DuckDB and pyarrow decode ``%XX`` when they read.
+
+Partition columns are left out of the files by default, as Hive and Spark do (their values
+live in the path); ``keep_partition_columns=True`` keeps them in the files too.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Tuple
+
+import pyarrow as pa
+
+__all__ = ["Layout", "escape_path_name", "DEFAULT_PARTITION", "DEFAULT_MAX_OPEN_FILES"]
+
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+DEFAULT_MAX_OPEN_FILES = 16
+_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | frozenset(chr(c) for c in range(0x20))
+
+
+def escape_path_name(text: str) -> str:
+    """``text`` escaped as one Hive path segment.
+
+    >>> escape_path_name("a/b=c d%")
+    'a%2Fb%3Dc d%25'
+    """
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in text)
+
+
+def _is_partition_type(typ: pa.DataType) -> bool:
+    t = pa.types
+    return t.is_integer(typ) or t.is_string(typ) or t.is_large_string(typ) or t.is_boolean(typ) or t.is_date(typ)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How rows are spread over directories under ``P/``: no partitions by default.
+
+    >>> layout = Layout(partition_by=("day",))
+    >>> schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
+    >>> layout.check(schema); layout.file_schema(schema).names
+    ['id']
+    >>> layout.directory({"id": 1, "day": "a/b"}, schema)
+    'day=a%2Fb'
+
+    Attributes:
+      partition_by: the partition columns, outermost first.
+      keep_partition_columns: also write the partition columns into the files.
+      max_open_files: at most this many files open at once per worker; when one more is
+        needed, the largest open file is closed (finished) first.
+    """
+
+    partition_by: Tuple[str, ...] = ()
+    keep_partition_columns: bool = False
+    max_open_files: int = DEFAULT_MAX_OPEN_FILES
+
+    def __post_init__(self) -> None:
+        if isinstance(self.partition_by, str):
+            object.__setattr__(self, "partition_by", (self.partition_by,))
+        object.__setattr__(self, "partition_by", tuple(self.partition_by))
+        if len(set(self.partition_by)) != len(self.partition_by):
+            raise ValueError(f"CopyToS3: partition_by repeats a column: {list(self.partition_by)}")
+        if isinstance(self.max_open_files, bool) or not isinstance(self.max_open_files, int) or self.max_open_files < 1:
+            raise ValueError(f"CopyToS3: max_open_files must be a positive int, got {self.max_open_files!r}")
+
+    def check(self, schema: pa.Schema) -> None:
+        """Raise ``ValueError`` (at pipeline construction) for partition columns that cannot be used."""
+        for name in self.partition_by:
+            if name not in schema.names:
+                raise ValueError(f"CopyToS3: partition_by column {name!r} is not in the schema {schema.names}")
+            typ = schema.field(name).type
+            if not _is_partition_type(typ):
+                raise ValueError(
+                    f"CopyToS3: partition_by column {name!r} has type {typ}; partition by integer, "
+                    "string, bool or date columns (cast other types first)")
+        if self.partition_by and not self.keep_partition_columns and len(self.partition_by) == len(schema):
+            raise ValueError("CopyToS3: every column is a partition column, so the files would have no "
+                             "column; pass keep_partition_columns=True or partition by fewer columns")
+
+    def file_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The schema of the data files: ``schema`` without the partition columns, unless kept."""
+        if self.keep_partition_columns or not self.partition_by:
+            return schema
+        return pa.schema([f for f in schema if f.name not in self.partition_by], metadata=schema.metadata)
+
+    def directory(self, row: Mapping[str, Any], schema: pa.Schema) -> str:
+        """The ``col=value/...`` directory of ``row`` (``""`` without partitions).
+
+        Raises ``ValueError`` naming the column when a value does not fit its type."""
+        segments = []
+        for name in self.partition_by:
+            value = _typed(row.get(name), name, schema.field(name).type)
+            segments.append(f"{escape_path_name(name)}={_text(value)}")
+        return "/".join(segments)
+
+    def file_row(self, row: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``row`` as the files store it (without the partition columns, unless kept)."""
+        if self.keep_partition_columns or not self.partition_by:
+            return row
+        return {k: v for k, v in row.items() if k not in self.partition_by}
+
+
+def _typed(value: Any, name: str, typ: pa.DataType) -> Any:
+    if value is None:
+        return None
+    try:
+        return pa.scalar(value, type=typ).as_py()
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"partition column {name!r} expects {typ}, but a row holds {value!r} "
+                         f"({type(value).__name__}): {exc}") from None
+
+
+def _text(value: Optional[Any]) -> str:
+    if value is None or value == "":
+        return DEFAULT_PARTITION
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return escape_path_name(str(value))
+

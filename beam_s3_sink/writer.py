@@ -1,0 +1,250 @@
+"""Writing rows into data files: the part of the upload step shared by bundles and batches.
+
+A :class:`FileWriter` takes rows and writes them into pending (not completed) multipart
+uploads, one sequence of files per partition directory (a single sequence without
+``partition_by``). Per open file, three buffering layers bound what a worker holds::
+
+    rows ─▶ row buffer ─(≈ batch_bytes)─▶ RecordBatch ─▶ encoder ─▶ MultipartStream ─▶ S3 parts
+            Python dicts                  pyarrow         Parquet:    part_size bytes,
+                                                          ≤ 1 row     ≤ max_concurrency parts
+                                                          group       in flight on a pool
+
+A file is closed when it reaches ``max_file_size`` and the sequence's next one is opened.
+With partitions, memory stays bounded however many partitions the rows spread over:
+
+* at most ``max_open_files`` files are open at once; opening one more first closes
+  (finishes) the largest open file, and that partition's later rows go to its next file;
+* the row buffers of all partitions hold at most ``max_open_files`` times one buffer's rows
+  (``buffer_bytes`` of Arrow data); past that, the largest buffer is written out.
+
+So rows that cycle over more partitions than files may be open are still gathered into
+buffer-sized runs, rather than a file per row. ``finish`` closes everything and returns the :class:`BundleReport`; the
+first error stops the writer, aborts what it had open and becomes the report's error.
+
+Used by :class:`~beam_s3_sink.upload.UploadFn` (one writer per bundle, files named by a
+fresh token) and :class:`~beam_s3_sink.batches.BatchUploadFn` (one writer per batch, files
+named by the batch number, so that a rerun writes the same keys).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+import pyarrow as pa
+
+from .config import S3Config
+from .formats.base import FileEncoder, Format
+from .layout import Layout
+from .results import BundleReport, PendingFile
+from .s3 import MultipartStream, S3RequestError
+from .schema import RowError, as_mapping, rows_to_batch
+
+__all__ = ["FileWriter", "EncodeError", "HANDLED"]
+
+_log = logging.getLogger(__name__)
+BATCH_BYTES = 4 * 2**20
+MAX_BATCH_ROWS = 16384
+
+NameFn = Callable[[str, int], str]  # (partition directory, file number) -> key
+
+
+class EncodeError(ValueError):
+    """The format could not encode a value; the message names the column and the value."""
+
+
+HANDLED = (RowError, S3RequestError, EncodeError, ValueError, TypeError, pa.ArrowException)
+
+
+def _encodes(fmt: Format, batch: pa.RecordBatch) -> bool:
+    try:
+        encoder = fmt.open(batch.schema, io.BytesIO(), 2**62)
+        encoder.write(batch)
+        encoder.close()
+    except Exception:  # noqa: BLE001 - we only ask whether it works
+        return False
+    return True
+
+
+def _show_value(array: pa.Array, row: int, limit: int = 80) -> str:
+    try:
+        text = repr(array[row].as_py())
+    except Exception:  # noqa: BLE001 - e.g. a timestamp Python's datetime cannot hold
+        text = array.slice(row, 1).to_string().strip("[] \n")  # "<value out of range: ...>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Sequence:
+    """The files of one partition directory: a row buffer and at most one open file."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.buffer: List[Mapping[str, Any]] = []
+        self.files = 0
+        self.stream: Optional[MultipartStream] = None
+        self.encoder: Optional[FileEncoder] = None
+
+    @property
+    def size(self) -> int:
+        return self.stream.tell() if self.stream is not None else 0
+
+
+class FileWriter:
+    """Writes rows into pending data files; see the module docstring.
+
+    >>> writer = FileWriter(client, pool, config, fmt, schema, 256 * 2**20, "bucket",
+    ...                     lambda directory, n: keys.data_file(token, n, fmt.extension, directory))
+    ...                                                              # doctest: +SKIP
+    >>> writer.add({"id": 1}); report = writer.finish()              # doctest: +SKIP
+    """
+
+    def __init__(self, client: Any, pool: ThreadPoolExecutor, config: S3Config, fmt: Format,
+                 schema: pa.Schema, max_file_size: int, bucket: str, name: NameFn,
+                 layout: Layout = Layout(), on_file: Callable[[PendingFile], None] = lambda f: None,
+                 buffer_bytes: int = BATCH_BYTES) -> None:
+        self._client = client
+        self._pool = pool
+        self._config = config
+        self._format = fmt
+        self._schema = schema
+        self._file_schema = layout.file_schema(schema)
+        self._max_file_size = max_file_size
+        self._bucket = bucket
+        self._name = name
+        self._layout = layout
+        self._on_file = on_file
+        self._sequences: Dict[str, _Sequence] = {}
+        self._opened: Dict[str, _Sequence] = {}  # sequences with an open file
+        self._buffer_bytes = buffer_bytes
+        self._batch_rows = min(1024, MAX_BATCH_ROWS)  # rows per buffer, from the last batch's size
+        self._buffered = 0  # rows in all buffers
+        self._done: List[PendingFile] = []
+        self._current: Optional[_Sequence] = None
+        self.error: Optional[str] = None
+
+    def add(self, row: Any) -> None:
+        """Buffer one row (dict, ``beam.Row`` or NamedTuple); a no-op after an error."""
+        if self.error is not None:
+            return
+        try:
+            mapping = as_mapping(row)
+            directory = self._layout.directory(mapping, self._schema) if self._layout.partition_by else ""
+            sequence = self._sequences.get(directory)
+            if sequence is None:
+                sequence = self._sequences[directory] = _Sequence(directory)
+            sequence.buffer.append(self._layout.file_row(mapping))
+            self._buffered += 1
+            if len(sequence.buffer) >= self._batch_rows:
+                self._flush_rows(sequence)
+            elif self._buffered > self._layout.max_open_files * self._batch_rows:
+                self._flush_rows(max(self._sequences.values(), key=lambda s: len(s.buffer)))
+        except HANDLED as exc:
+            self._fail(exc)
+
+    def finish(self) -> BundleReport:
+        """Write what is buffered, finish every file's parts; return the report (or the error)."""
+        if self.error is None:
+            try:
+                for sequence in self._sequences.values():
+                    self._flush_rows(sequence)
+                    self._close_file(sequence)
+            except HANDLED as exc:
+                self._fail(exc)
+            except Exception as exc:  # noqa: BLE001 - an encoder failing to end its file
+                self._fail(EncodeError(f"the {self._format.name} format could not finish a file: "
+                                       f"{type(exc).__name__}: {exc}"))
+        if self.error is not None:
+            return BundleReport(error=self.error)
+        return BundleReport(files=tuple(self._done), rows=sum(f.rows for f in self._done),
+                            bytes=sum(f.bytes for f in self._done))
+
+    @property
+    def open_files(self) -> int:
+        """How many files are open now (at most ``max_open_files``)."""
+        return len(self._opened)
+
+    # buffering ------------------------------------------------------------------------
+    def _flush_rows(self, sequence: _Sequence) -> None:
+        if not sequence.buffer:
+            return
+        rows, sequence.buffer = sequence.buffer, []
+        self._buffered -= len(rows)
+        batch = rows_to_batch(rows, self._file_schema)
+        per_row = max(1, batch.nbytes // max(1, batch.num_rows))
+        self._batch_rows = max(1, min(MAX_BATCH_ROWS, self._buffer_bytes // per_row))
+        try:
+            self._write(sequence, batch)
+        except S3RequestError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any encoder failure: explained, not lost
+            raise EncodeError(self._explain_encode_error(batch, exc)) from exc
+
+    def _write(self, sequence: _Sequence, batch: Optional[pa.RecordBatch]) -> None:
+        while batch is not None and batch.num_rows:
+            if sequence.encoder is None:
+                self._open_file(sequence)
+            assert sequence.encoder is not None
+            batch = sequence.encoder.write(batch)
+            if batch is not None or sequence.encoder.full:
+                self._close_file(sequence)
+
+    # files ----------------------------------------------------------------------------
+    def _open_file(self, sequence: _Sequence) -> None:
+        if len(self._opened) >= self._layout.max_open_files:
+            largest = max(self._opened.values(), key=lambda s: s.size)
+            _log.debug("%d files open: closing the largest, in %r", len(self._opened), largest.directory)
+            self._close_file(largest)
+        self._opened[sequence.directory] = sequence
+        sequence.files += 1
+        key = self._name(sequence.directory, sequence.files)
+        self._current = sequence
+        sequence.stream = MultipartStream(
+            self._client, self._bucket, key, part_size=self._config.part_size,
+            pool=self._pool, max_in_flight=self._config.max_concurrency,
+            create_args=self._config.objects.data_file_args(self._format.extension),
+            part_args=self._config.objects.part_args())
+        sequence.encoder = self._format.open(self._file_schema, sequence.stream, self._max_file_size)
+
+    def _close_file(self, sequence: _Sequence) -> None:
+        if sequence.encoder is None or sequence.stream is None:
+            return
+        encoder, stream = sequence.encoder, sequence.stream
+        encoder.close()
+        pending = stream.finish(rows=encoder.rows)
+        sequence.encoder = sequence.stream = None
+        self._opened.pop(sequence.directory, None)
+        self._done.append(pending)
+        self._on_file(pending)
+        _log.debug("uploaded %s: %d rows, %d bytes, %d parts (pending)",
+                   pending.key, pending.rows, pending.bytes, len(pending.parts))
+
+    def _explain_encode_error(self, batch: pa.RecordBatch, exc: BaseException) -> str:
+        """Name the column and the value the format could not encode (on the error path only:
+        it re-encodes the batch column by column, then that column row by row)."""
+        what = f"the {self._format.name} format cannot encode"
+        for index, field in enumerate(self._file_schema):
+            column = batch.select([index])
+            if _encodes(self._format, column):
+                continue
+            for row in range(column.num_rows):
+                if not _encodes(self._format, column.slice(row, 1)):
+                    return (f"{what} column {field.name!r} ({field.type}), value "
+                            f"{_show_value(column.column(0), row)}: "
+                            f"{type(exc).__name__}: {exc}")
+            return f"{what} column {field.name!r} ({field.type}): {type(exc).__name__}: {exc}"
+        return f"{what} a row: {type(exc).__name__}: {exc}"
+
+    def _fail(self, exc: BaseException) -> None:
+        current = self._current
+        if current is not None and current.stream is not None:
+            key = current.stream.key
+        else:
+            key = self._name(current.directory if current else "", (current.files if current else 0) + 1)
+        self.error = f"{exc} (while writing s3://{self._bucket}/{key}; nothing was made visible)"
+        for sequence in self._sequences.values():
+            if sequence.stream is not None:
+                sequence.stream.abort()
+            sequence.encoder = sequence.stream = None
+            sequence.buffer = []
