@@ -24,8 +24,8 @@ uuid, json (ext.)      the UUID's text; the JSON text itself, unquoted
 
 A file is full once it reaches ``max_file_size``; lines are written whole, the ones that
 did not fit start the next file. With ``compression`` (``gzip`` or ``zstd``, through
-pyarrow's ``CompressedOutputStream``) the size is of the compressed bytes, the compressor
-flushed every 1/16 of ``max_file_size`` (4 KiB to 1 MiB of input) to measure it.
+pyarrow's ``CompressedOutputStream``) the size is of the compressed bytes, measured as
+:mod:`.lines` does for CSV and text, whose line writer this format shares.
 """
 
 from __future__ import annotations
@@ -37,17 +37,14 @@ import json
 import math
 import uuid
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any, BinaryIO, ClassVar, List, Optional
 
 import pyarrow as pa
 
 from .base import FileEncoder, Format
+from .lines import LineEncoder, check_compression, compressed_extension
 
 __all__ = ["JsonlFormat", "render_lines"]
-
-_COMPRESSIONS = {None: "jsonl", "gzip": "jsonl.gz", "zstd": "jsonl.zst"}
-
 
 @dataclass(frozen=True)
 class JsonlFormat(Format):
@@ -65,19 +62,19 @@ class JsonlFormat(Format):
     compression: Optional[str] = None
 
     def __post_init__(self) -> None:
-        if self.compression not in _COMPRESSIONS:
-            raise ValueError(f"JsonlFormat: compression must be None, 'gzip' or 'zstd', got {self.compression!r}")
+        check_compression("JsonlFormat", self.compression)
 
     @property
     def extension(self) -> str:
-        return _COMPRESSIONS[self.compression]
+        return compressed_extension("jsonl", self.compression)
 
     def check_schema(self, schema: pa.Schema) -> None:
         for field in schema:
             _check_type(field.name, field.type)
 
-    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> "JsonlEncoder":
-        return JsonlEncoder(self, out, max_file_size)
+    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
+        # Whole lines, the size limit and compression: the same writer as CSV and text.
+        return LineEncoder(out, max_file_size, _line_array, self.compression)
 
 
 def _check_type(name: str, typ: pa.DataType) -> None:
@@ -155,45 +152,5 @@ def render_lines(batch: pa.RecordBatch) -> List[bytes]:
     return [("{" + ",".join(fields) + "}\n").encode("utf-8") for fields in zip(*columns)]
 
 
-class JsonlEncoder(FileEncoder):
-    """One JSON Lines file: lines written whole until the file reaches its size."""
-
-    def __init__(self, fmt: JsonlFormat, out: BinaryIO, max_file_size: int) -> None:
-        super().__init__(out, max_file_size)
-        self._raw = out
-        self._sink: Any = out if fmt.compression is None else pa.CompressedOutputStream(out, fmt.compression)
-        self._unflushed = 0
-        self._flush_every = max(4096, min(2**20, max_file_size // 16))
-
-    def write(self, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
-        lines = render_lines(batch)
-        room = self.max_file_size - self._raw.tell()
-        if self._sink is not self._raw:
-            # Compressed: the compressor holds bytes back, so flush it every ``_flush_every``
-            # input bytes to see how large the file is, and stop once it is full.
-            fit = 0
-            for line in lines:
-                if fit and self.full:
-                    break
-                self._sink.write(line)
-                self._unflushed += len(line)
-                if self._unflushed >= self._flush_every:
-                    self._sink.flush()
-                    self._unflushed = 0
-                fit += 1
-        else:
-            ends = list(accumulate(len(line) for line in lines))
-            fit = sum(1 for end in ends if end <= room)
-            if fit == 0 and self.rows == 0:
-                fit = 1  # a row larger than the limit gets a file of its own
-            self._sink.write(b"".join(lines[:fit]))
-        self.rows += fit
-        return batch.slice(fit) if fit < len(lines) else None
-
-    @property
-    def full(self) -> bool:
-        return self._raw.tell() >= self.max_file_size
-
-    def close(self) -> None:
-        if self._sink is not self._raw:
-            self._sink.close()
+def _line_array(batch: pa.RecordBatch) -> pa.Array:
+    return pa.array([line.decode("utf-8") for line in render_lines(batch)], pa.string())
