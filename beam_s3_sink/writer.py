@@ -122,6 +122,7 @@ class FileWriter:
         self._buffered = 0  # rows in all buffers
         self._done: List[PendingFile] = []
         self._current: Optional[_Sequence] = None
+        self._unpartitioned: Optional[_Sequence] = None  # the one sequence without partition_by
         self.error: Optional[str] = None
 
     def add(self, row: Any) -> None:
@@ -130,10 +131,15 @@ class FileWriter:
             return
         try:
             mapping = as_mapping(row)
-            directory = self._layout.directory(mapping, self._schema) if self._layout.partition_by else ""
-            sequence = self._sequences.get(directory)
-            if sequence is None:
-                sequence = self._sequences[directory] = _Sequence(directory)
+            if not self._layout.partition_by:
+                # The common case, kept lean: this runs once per row.
+                sequence = self._unpartitioned or self._sequence("")
+                sequence.buffer.append(mapping)
+                self._buffered += 1
+                if len(sequence.buffer) >= self._batch_rows:
+                    self._flush_rows(sequence)
+                return
+            sequence = self._sequence(self._layout.directory(mapping, self._schema))
             sequence.buffer.append(self._layout.file_row(mapping))
             self._buffered += 1
             if len(sequence.buffer) >= self._batch_rows:
@@ -142,6 +148,14 @@ class FileWriter:
                 self._flush_rows(max(self._sequences.values(), key=lambda s: len(s.buffer)))
         except HANDLED as exc:
             self._fail(exc)
+
+    def _sequence(self, directory: str) -> _Sequence:
+        sequence = self._sequences.get(directory)
+        if sequence is None:
+            sequence = self._sequences[directory] = _Sequence(directory)
+        if not directory:
+            self._unpartitioned = sequence
+        return sequence
 
     def finish(self) -> BundleReport:
         """Write what is buffered, finish every file's parts; return the report (or the error)."""
