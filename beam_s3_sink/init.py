@@ -35,7 +35,8 @@ from .config import S3Config
 from .keys import CopyKeys
 from .manifest import result_from_manifest
 from .results import InitState
-from .s3 import RetryCounter, S3RequestError, call, list_keys, list_uploads
+from .clients import shared_client
+from .s3 import S3RequestError, call, list_keys, list_uploads
 
 __all__ = ["PrepareFn", "prepare"]
 
@@ -55,8 +56,7 @@ class PrepareFn(beam.DoFn):
         self._retries_counter = Metrics.counter(NAMESPACE, "retries")
 
     def setup(self) -> None:
-        self._client = self._config.make_client()
-        self._retries = RetryCounter.attach(self._client)
+        self._client, self._retries = shared_client(self._config)
 
     def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitState]:
         for error in errors:

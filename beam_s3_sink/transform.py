@@ -31,6 +31,7 @@ from .init import PrepareFn
 from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
 from .layout import DEFAULT_MAX_OPEN_FILES, Layout
 from .schema import resolve_schema
+from .spill import SpillFn, WriteSpilledFn
 from .upload import UploadFn
 
 __all__ = ["CopyToS3", "parse_size"]
@@ -58,6 +59,18 @@ def parse_size(size: Union[int, str]) -> int:
             f"CopyToS3: max_file_size {size!r} is not a size; write bytes as an int or a string "
             "such as '256MB' or '64MiB'")
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def shuffles_spills(pipeline: beam.Pipeline) -> bool:
+    """Whether the upload step spills rows as Arrow blobs through a ``GroupByKey``
+    (:mod:`.spill`): on every runner but Beam's Python DirectRunner (in-process or
+    multi-process), which fuses side-input consumers, keeps ``GroupByKey`` data in memory and
+    runs whole-input bundles, so that its per-bundle :class:`UploadFn` writes few files
+    directly."""
+    from apache_beam.runners.direct.direct_runner import DirectRunner, SwitchingDirectRunner
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    return not isinstance(pipeline.runner, (DirectRunner, SwitchingDirectRunner, FnApiRunner))
 
 
 class CopyToS3(beam.PTransform):
@@ -149,10 +162,17 @@ class CopyToS3(beam.PTransform):
         init = (pipeline
                 | "Start" >> beam.Create([None])
                 | "Prepare" >> beam.ParDo(PrepareFn(keys, config, self._if_exists), AsList(errors)))
-        if self._num_batches is None:
+        if self._num_batches is None and not shuffles_spills(pipeline):
             reports = rows | "Upload" >> beam.ParDo(
                 UploadFn(keys, config, self._format, schema, self._max_file_size, self._layout),
                 AsSingleton(init))
+        elif self._num_batches is None:
+            reports = (rows
+                       | "Spill" >> beam.ParDo(SpillFn(schema))
+                       | "GatherSpilled" >> beam.GroupByKey()
+                       | "WriteSpilled" >> beam.ParDo(
+                           WriteSpilledFn(keys, config, self._format, schema, self._max_file_size,
+                                          self._layout), AsSingleton(init)))
         else:
             reports = (rows
                        | "AssignBatches" >> beam.ParDo(AssignBatchFn(schema, self._num_batches))

@@ -26,7 +26,7 @@ from .formats.base import Format
 from .keys import CopyKeys, new_token
 from .layout import Layout
 from .results import InitState, PendingFile
-from .s3 import RetryCounter
+from .clients import shared_client
 from .writer import EncodeError, FileWriter
 
 __all__ = ["UploadFn", "UploadBase", "EncodeError"]
@@ -56,8 +56,7 @@ class UploadBase(beam.DoFn):
         self._pool: Optional[ThreadPoolExecutor] = None
 
     def setup(self) -> None:
-        self._client = self._config.make_client()
-        self._retries = RetryCounter.attach(self._client)
+        self._client, self._retries = shared_client(self._config)
         self._pool = ThreadPoolExecutor(self._config.max_concurrency, thread_name_prefix="s3-part")
 
     def teardown(self) -> None:

@@ -149,6 +149,33 @@ class FileWriter:
         except HANDLED as exc:
             self._fail(exc)
 
+    def add_batch(self, batch: pa.RecordBatch) -> None:
+        """Write one Arrow batch already conformed to the copy's schema (partition columns
+        included); a no-op after an error. Without ``partition_by`` it goes to the encoder
+        as it is; with partitions it is split by directory with ``take`` (Python touches only
+        the partition columns' values)."""
+        if self.error is not None or not batch.num_rows:
+            return
+        try:
+            if not self._layout.partition_by:
+                sequence = self._unpartitioned or self._sequence("")
+                self._flush_rows(sequence)  # keep the rows' order
+                self._write_checked(sequence, batch)
+                return
+            keys = batch.select(list(self._layout.partition_by)).to_pylist()
+            groups: Dict[str, List[int]] = {}
+            for index, key in enumerate(keys):
+                groups.setdefault(self._layout.directory(key, self._schema), []).append(index)
+            keep = [i for i, name in enumerate(batch.schema.names)
+                    if self._layout.keep_partition_columns or name not in self._layout.partition_by]
+            for directory, indices in groups.items():
+                sequence = self._sequence(directory)
+                self._flush_rows(sequence)
+                part = batch.take(pa.array(indices, pa.int64())) if len(indices) < batch.num_rows else batch
+                self._write_checked(sequence, part.select(keep))
+        except HANDLED as exc:
+            self._fail(exc)
+
     def _sequence(self, directory: str) -> _Sequence:
         sequence = self._sequences.get(directory)
         if sequence is None:
@@ -188,6 +215,9 @@ class FileWriter:
         batch = rows_to_batch(rows, self._file_schema)
         per_row = max(1, batch.nbytes // max(1, batch.num_rows))
         self._batch_rows = max(1, min(MAX_BATCH_ROWS, self._buffer_bytes // per_row))
+        self._write_checked(sequence, batch)
+
+    def _write_checked(self, sequence: _Sequence, batch: pa.RecordBatch) -> None:
         try:
             self._write(sequence, batch)
         except S3RequestError:

@@ -6,6 +6,14 @@ case (median of ``--repeat`` runs), then the ratios the project promises::
 
     python benchmarks/run.py                    # 1,000,000 rows, 3 runs each, plus the RSS check
     python benchmarks/run.py --rows 200000 --repeat 1 --rss-rows 0   # a quick look
+    python benchmarks/run.py --runner flink     # the same cases on one Flink job server (LOOPBACK, parallelism 2)
+    python benchmarks/run.py --file-counts      # data files per runner and parallelism, default options
+
+``--runner flink`` starts one Flink job server (``FlinkJobServerDriver``, an embedded
+MiniCluster) from ``$BEAM_S3_SINK_CACHE/flink/lib`` or ``/tmp/warm/flink/lib`` on a free port,
+or uses ``--job-endpoint HOST:PORT``; every case runs on it with ``--environment_type=LOOPBACK
+--parallelism=2`` (``--parallelism``). It prints the same ratios and ``CopyToS3`` minus
+generate-only per million rows, and the number of data files of each copy.
 
 Cases (8 columns, generated inside the pipeline from shard numbers):
 
@@ -21,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import glob
 import io
+import json
 import os
 import statistics
 import subprocess
@@ -68,8 +78,79 @@ def csv_line(row: Dict[str, Any]) -> str:
     return ",".join("" if v is None else str(v) for v in row.values())
 
 
+# runners ----------------------------------------------------------------------------------
+def _cache_dir() -> str:
+    return os.environ.get("BEAM_S3_SINK_CACHE") or os.path.expanduser("~/.cache/beam-s3-sink")
+
+
+def runner_lib(name: str) -> str:
+    """The classpath directory of a job server: the project's cache, else /tmp/warm."""
+    for base in (_cache_dir(), "/tmp/warm"):
+        lib = os.path.join(base, name, "lib")
+        if glob.glob(os.path.join(lib, "*.jar")):
+            return lib
+    raise SystemExit(f"no {name} job server jars in {_cache_dir()}/{name}/lib or /tmp/warm/{name}/lib; "
+                     "run scripts/fetch-runners.sh")
+
+
+def prism_binary() -> str:
+    for path in (os.path.join(_cache_dir(), "prism", "prism"), "/tmp/warm/prism/prism"):
+        if os.access(path, os.X_OK):
+            return path
+    raise SystemExit("no Prism binary; run scripts/fetch-runners.sh")
+
+
+_SPARK_OPENS = [f"--add-opens=java.base/{m}=ALL-UNNAMED"
+                for m in ("sun.nio.ch", "java.nio", "java.lang", "java.util", "java.lang.invoke")]
+
+
+def start_job_server(name: str, log: Any, spark_master: str = "local[2]") -> "tuple[subprocess.Popen, str]":
+    """Start a Flink or Spark job server on a free loopback port; return it and its endpoint."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from conftest import free_port
+
+    port = free_port()
+    lib = os.path.join(runner_lib(name), "*")
+    if name == "flink":
+        command = ["java", "-cp", lib, "org.apache.beam.runners.flink.FlinkJobServerDriver",
+                   "--flink-master", "[local]"]
+    else:
+        command = ["java", *_SPARK_OPENS, "-cp", lib, "org.apache.beam.runners.spark.SparkJobServerDriver",
+                   "--spark-master-url", spark_master]
+    command += ["--job-host", "127.0.0.1", "--job-port", str(port), "--artifact-port", "0",
+                "--expansion-port", "0"]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    import socket
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{name} job server exited with code {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise SystemExit(f"{name} job server did not start within 120 s")
+
+
+def runner_flags(runner: str, job_endpoint: str = "", parallelism: int = 2) -> List[str]:
+    """Beam pipeline arguments for one runner of the benchmark."""
+    if runner == "direct":
+        return ["--runner=DirectRunner"]
+    if runner == "multiprocess":
+        return ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+                f"--direct_num_workers={parallelism}"]
+    if runner == "prism":
+        return ["--runner=PrismRunner", f"--prism_location={prism_binary()}",
+                "--environment_type=LOOPBACK", f"--parallelism={parallelism}"]
+    return ["--runner=PortableRunner", f"--job_endpoint={job_endpoint}", "--environment_type=LOOPBACK",
+            f"--parallelism={parallelism}"]
+
+
 # one case, in a child process ---------------------------------------------------------------
-def run_case(case: str, rows: int, endpoint: str, bucket: str) -> None:
+def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List[str]) -> None:
     prefix = f"s3://{bucket}/{case}-{uuid.uuid4().hex[:8]}"
     s3_flags = [f"--s3_endpoint_url={endpoint}", f"--s3_region_name={REGION}",
                 f"--s3_access_key_id={ACCESS_KEY}", f"--s3_secret_access_key={SECRET_KEY}"]
@@ -95,7 +176,7 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str) -> None:
 
     config = S3Config(endpoint_url=endpoint, region_name=REGION, access_key_id=ACCESS_KEY,
                       secret_access_key=SECRET_KEY, path_style=True)
-    with beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner"] + s3_flags)) as p:
+    with beam.Pipeline(options=PipelineOptions(runner_args + s3_flags)) as p:
         generated = (p | beam.Create(list(range(_shards(rows))))
                      | beam.FlatMap(shard_rows, rows))
         if case == "generate":
@@ -110,6 +191,15 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str) -> None:
             generated | beam.Map(csv_line) | beam.io.WriteToText(prefix + "/part", file_name_suffix=".csv")
         else:
             raise SystemExit(f"unknown case {case}")
+    if case.startswith("copy_"):
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
+                              aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+        sizes = [o["Size"] for page in client.get_paginator("list_objects_v2").paginate(
+                     Bucket=bucket, Prefix=prefix[len(f"s3://{bucket}/"):] + "/")
+                 for o in page.get("Contents", []) if "/_" not in o["Key"]]
+        print(json.dumps({"files": len(sizes), "bytes": sum(sizes)}))
 
 
 def _shards(rows: int) -> int:
@@ -117,32 +207,120 @@ def _shards(rows: int) -> int:
 
 
 # the driver ----------------------------------------------------------------------------------
-def measure(case: str, rows: int, endpoint: str, bucket: str) -> Dict[str, float]:
+def measure(case: str, rows: int, endpoint: str, bucket: str,
+            runner_args: List[str] = ("--runner=DirectRunner",)) -> Dict[str, float]:
+    """Run one case in its own process: wall seconds, peak RSS, and a copy's data files."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.monotonic()
+        child = subprocess.Popen([sys.executable, __file__, "--case", case, "--rows", str(rows),
+                                  "--endpoint", endpoint, "--bucket", bucket,
+                                  "--runner-args", json.dumps(list(runner_args))],
+                                 stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        elapsed = time.monotonic() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise SystemExit(f"case {case} failed:\n{err.read().decode()[-3000:]}")
+        out.seek(0)
+        lines = [line for line in out.read().decode().splitlines() if line.startswith("{")]
+    result = {"seconds": elapsed, "rss_mib": usage.ru_maxrss / 1024}
+    if lines:
+        result.update(json.loads(lines[-1]))
+    return result
+
+
+FILE_COUNT_RUNS = [("direct", 1), ("multiprocess", 2), ("flink", 2), ("flink", 4), ("spark", 2), ("prism", 2)]
+
+
+def merge_benchmark(n: int = 100_000) -> float:
+    """Seconds to merge ``n`` one-file bundle reports the way CombineGlobally does."""
+    from beam_s3_sink.completion import MergeReports
+    from beam_s3_sink.results import BundleReport, PendingFile
+
+    reports = [BundleReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 1),), rows=1, bytes=1)
+               for i in range(n)]
+    combine = MergeReports()
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable, __file__, "--case", case, "--rows", str(rows),
-                              "--endpoint", endpoint, "--bucket", bucket],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(child.pid, 0)
+    accumulators = []
+    for chunk in range(0, n, 1000):  # partial combines, as a runner does per bundle
+        acc = combine.create_accumulator()
+        for report in reports[chunk:chunk + 1000]:
+            acc = combine.add_input(acc, report)
+        accumulators.append(acc)
+    merged = combine.extract_output(combine.merge_accumulators(accumulators))
     elapsed = time.monotonic() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"case {case} failed:\n{child.stderr.read().decode()[-3000:]}")
-    return {"seconds": elapsed, "rss_mib": usage.ru_maxrss / 1024}
+    assert len(merged.files) == n and merged.rows == n
+    return elapsed
+
+
+def file_counts(args: argparse.Namespace, endpoint: str, bucket: str, log: Any) -> None:
+    """Data files of a default-options CopyToS3 Parquet copy on every runner and parallelism."""
+    servers: Dict[str, Any] = {}
+    results = []
+    try:
+        for runner, parallelism in FILE_COUNT_RUNS:
+            job_endpoint = ""
+            if runner in ("flink", "spark"):
+                key = runner if runner == "flink" else f"spark-{parallelism}"
+                if key not in servers:
+                    servers[key] = start_job_server(runner, log, spark_master=f"local[{parallelism}]")
+                job_endpoint = servers[key][1]
+            flags = runner_flags(runner, job_endpoint, parallelism)
+            for case in args.cases.split(","):
+                if not case.startswith("copy_"):
+                    continue
+                run = measure(case, args.rows, endpoint, bucket, flags)
+                results.append((runner, parallelism, case, run))
+                print(f"  {runner:12} p={parallelism} {case:13} {run['seconds']:7.2f} s  {run['files']} files",
+                      file=sys.stderr)
+    finally:
+        for process, _ in servers.values():
+            process.terminate()
+            process.wait(30)
+    print(f"\n{args.rows:,} rows, 8 columns, default options (max_file_size 256 MiB)\n")
+    print(f"{'runner':14} {'parallelism':>11} {'case':13} {'files':>6} {'files/worker':>12} "
+          f"{'mean MiB':>9} {'seconds':>8}")
+    for runner, parallelism, case, run in results:
+        mean = run["bytes"] / max(1, run["files"]) / 2**20
+        print(f"{runner:14} {parallelism:11} {case:13} {run['files']:6} {run['files'] / parallelism:12.1f} "
+              f"{mean:9.2f} {run['seconds']:8.1f}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--rss-rows", type=int, default=4_000_000,
-                        help="rows of the large CopyToS3 Parquet run for the memory check (0: skip it)")
-    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--repeat", type=int, default=None, help="runs per case (default 3; 1 on Flink)")
+    parser.add_argument("--rss-rows", type=int, default=None,
+                        help="rows of the large CopyToS3 Parquet run for the memory check (0: skip it; "
+                             "default 4,000,000 on the DirectRunner, 0 on Flink)")
+    parser.add_argument("--cases", default=None)
+    parser.add_argument("--runner", choices=["direct", "flink"], default="direct")
+    parser.add_argument("--job-endpoint", default="", help="use this Flink job server instead of starting one")
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--file-counts", action="store_true",
+                        help="count the data files of a copy on every runner (direct, 2 processes, "
+                             "Flink 2 and 4, Spark local[2], Prism)")
+    parser.add_argument("--merge-reports", type=int, default=100_000,
+                        help="also time merging this many bundle reports (0: skip)")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--bucket", help=argparse.SUPPRESS)
+    parser.add_argument("--runner-args", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        run_case(args.case, args.rows, args.endpoint, args.bucket)
+        run_case(args.case, args.rows, args.endpoint, args.bucket,
+                 json.loads(args.runner_args) if args.runner_args else ["--runner=DirectRunner"])
         return 0
+    flink = args.runner == "flink"
+    if args.repeat is None:
+        args.repeat = 1 if flink else 3
+    if args.rss_rows is None:
+        args.rss_rows = 0 if flink or args.file_counts else 4_000_000
+    if args.cases is None:
+        args.cases = ("copy_parquet,copy_csv" if args.file_counts else
+                      ",".join(c for c in CASES if not (flink and c == "baseline_parquet")))
 
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from conftest import free_port, start_moto
@@ -150,26 +328,42 @@ def main() -> int:
     port = free_port()
     server = start_moto(port)
     endpoint = f"http://127.0.0.1:{port}"
+    job_server = None
+    log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"beam-s3-sink-bench-{os.getpid()}.log"), "wb")
     try:
         import boto3
 
         bucket = "bench"
         boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
                      aws_secret_access_key=SECRET_KEY).create_bucket(Bucket=bucket)
+        if args.file_counts:
+            file_counts(args, endpoint, bucket, log)
+            return 0
+        flags = runner_flags("direct")
+        where = "DirectRunner"
+        if flink:
+            job_endpoint = args.job_endpoint
+            if not job_endpoint:
+                job_server, job_endpoint = start_job_server("flink", log)
+            flags = runner_flags("flink", job_endpoint, args.parallelism)
+            where = f"Flink job server {job_endpoint}, LOOPBACK, parallelism {args.parallelism}"
+            measure("generate", 1000, endpoint, bucket, flags)  # warm the job server's JIT once
         cases = args.cases.split(",")
         runs: Dict[str, List[Dict[str, float]]] = {c: [] for c in cases}
         for attempt in range(args.repeat):
             for case in cases:  # interleaved, so that drift hits every case alike
-                runs[case].append(measure(case, args.rows, endpoint, bucket))
-                print(f"  run {attempt + 1}/{args.repeat} {case:17} {runs[case][-1]['seconds']:7.2f} s",
+                runs[case].append(measure(case, args.rows, endpoint, bucket, flags))
+                files = f"  {runs[case][-1]['files']} files" if "files" in runs[case][-1] else ""
+                print(f"  run {attempt + 1}/{args.repeat} {case:17} {runs[case][-1]['seconds']:7.2f} s{files}",
                       file=sys.stderr)
         median = {c: statistics.median(r["seconds"] for r in runs[c]) for c in cases}
         rss = {c: max(r["rss_mib"] for r in runs[c]) for c in cases}
-        print(f"\n{args.rows:,} rows, 8 columns, DirectRunner, moto S3 on loopback, "
+        print(f"\n{args.rows:,} rows, 8 columns, {where}, moto S3 on loopback, "
               f"median of {args.repeat} run(s)\n")
-        print(f"{'case':18} {'seconds':>9} {'rows/s':>12} {'peak RSS MiB':>13}")
+        print(f"{'case':18} {'seconds':>9} {'rows/s':>12} {'peak RSS MiB':>13} {'data files':>11}")
         for c in cases:
-            print(f"{c:18} {median[c]:9.2f} {args.rows / median[c]:12,.0f} {rss[c]:13.0f}")
+            files = runs[c][-1].get("files", "")
+            print(f"{c:18} {median[c]:9.2f} {args.rows / median[c]:12,.0f} {rss[c]:13.0f} {files:>11}")
         print()
         ratios = [("copy_parquet", "write_parquet", "CopyToS3 Parquet / WriteToParquet", 0.35),
                   ("copy_csv", "write_text", "CopyToS3 CSV / WriteToText", 0.35),
@@ -178,14 +372,26 @@ def main() -> int:
             if a in median and b in median:
                 ratio = median[a] / median[b]
                 print(f"{label:44} {ratio:5.2f}  (target <= {target})")
+        for case in ("copy_parquet", "copy_csv"):
+            if case in median and "generate" in median:
+                extra = (median[case] - median["generate"]) / (args.rows / 1e6)
+                print(f"{case + ' - generate, s per million rows':44} {extra:5.2f}"
+                      + ("  (target <= 5)" if flink else ""))
         if args.rss_rows:
-            small = measure("copy_parquet", args.rows, endpoint, bucket)["rss_mib"]
-            large = measure("copy_parquet", args.rss_rows, endpoint, bucket)["rss_mib"]
+            small = measure("copy_parquet", args.rows, endpoint, bucket, flags)["rss_mib"]
+            large = measure("copy_parquet", args.rss_rows, endpoint, bucket, flags)["rss_mib"]
             print(f"{'peak RSS, CopyToS3 Parquet %s / %s rows' % (f'{args.rss_rows:,}', f'{args.rows:,}'):44} "
                   f"{large / small:5.2f}  ({large:.0f} / {small:.0f} MiB, target <= 1.15)")
+        if args.merge_reports:
+            seconds = merge_benchmark(args.merge_reports)
+            print(f"{'merging %s bundle reports, seconds' % f'{args.merge_reports:,}':44} {seconds:5.2f}  (target < 1)")
     finally:
+        if job_server is not None:
+            job_server.terminate()
+            job_server.wait(30)
         server.terminate()
         server.wait(10)
+        log.close()
     return 0
 
 

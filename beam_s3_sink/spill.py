@@ -1,0 +1,182 @@
+"""The upload step on portable runners (Flink, Spark, Prism, Dataflow): files that span bundles.
+
+A runner that cuts small bundles (Flink: 1,000 elements or 1 s) would give one small file per
+bundle if every bundle wrote its own files, and the JVM runners' fuser never fuses a ``ParDo``
+that reads a side input with the transforms upstream of it, so a row-consuming step with the
+init side input makes the runner encode, ship and decode every row (measured on Flink: that
+alone was most of a copy's cost). So on these runners the rows go through a step with no side
+input, fused with whatever produces them, that only turns them into compact Arrow blobs; a
+``GroupByKey`` gathers each producer's blobs, and one writer per key writes them into files::
+
+    rows ─▶ SpillFn (fused upstream, no S3, no side input) ──(key, blob)──▶ GroupByKey
+            rows → Arrow batches → one Arrow IPC stream (LZ4) per ≈ BLOB_BYTES
+            key = "<instance token>-<group>"; a new group every ≈ GROUP_BYTES
+                                                   │ (key, [blob, ...])
+                                                   ▼
+            WriteSpilledFn (AsSingleton(init)) ─ FileWriter.add_batch ─▶ pending files
+                                                   │ one BundleReport per key
+                                                   ▼
+                                          Gather ─▶ Finish (completion.py)
+
+Guarantees, as for bundles (see :mod:`.upload`):
+
+* A blob is an ordinary output of the bundle that made it: if that bundle fails or is retried,
+  the runner discards its outputs, so its rows reach the ``GroupByKey`` exactly once.
+* ``WriteSpilledFn`` completes nothing; a failed or retried attempt's uploads are in no
+  committed report, so completion aborts them (matched by key and upload id), and the retry
+  writes under a fresh token.
+* Memory is bounded: ``SpillFn`` holds at most one blob's rows (``BLOB_BYTES`` of Arrow data
+  plus a chunk of Python rows); a key's group holds at most about ``GROUP_BYTES`` of Arrow data
+  (a runner may hand the whole group to the worker at once), and its writer decodes one blob
+  at a time into the usual bounded buffers of :mod:`.writer`.
+* A chunk of rows that does not convert to the schema is shipped as the rows themselves
+  (pickled), and the writer reports the row with its usual message, naming the column.
+
+Files per worker: one DoFn instance per concurrent bundle, each with one key per
+``GROUP_BYTES`` of data, so a copy smaller than ``GROUP_BYTES`` per instance gives one file per
+instance (two at parallelism 2), and a larger one files of up to ``max_file_size``.
+
+The DirectRunner (in-process or multi-process) fuses side-input consumers and keeps
+``GroupByKey`` data in memory, and cuts whole-input bundles: there the per-bundle
+:class:`~beam_s3_sink.upload.UploadFn` writes directly, with no shuffle.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, List, Mapping, Tuple
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.internal import pickler
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
+
+from .keys import new_token
+from .results import InitState
+from .schema import RowError, as_mapping, rows_to_batch
+from .upload import UploadBase
+
+__all__ = ["SpillFn", "WriteSpilledFn", "encode_blob", "decode_blob", "BLOB_BYTES", "GROUP_BYTES"]
+
+BLOB_BYTES = 8 * 2**20
+"""Arrow bytes of rows per blob, at most (about): what a ``SpillFn`` holds."""
+GROUP_BYTES = 64 * 2**20
+"""Arrow bytes per key, about: what one ``WriteSpilledFn`` call receives at once."""
+MAX_CHUNK_ROWS = 16384
+_ARROW, _ROWS = b"A", b"P"
+
+
+def encode_blob(batches: List[pa.RecordBatch], schema: pa.Schema, compression: str = "lz4") -> bytes:
+    """Batches as one Arrow IPC stream, prefixed by a tag byte.
+
+    >>> schema = pa.schema([("id", pa.int64())])
+    >>> blob = encode_blob([pa.record_batch([[1, 2]], schema=schema)], schema)
+    >>> [b.num_rows for b in decode_blob(blob)]
+    [2]
+    """
+    sink = pa.BufferOutputStream()
+    sink.write(_ARROW)
+    with pa.ipc.new_stream(sink, schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as out:
+        for batch in batches:
+            out.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def _encode_rows(rows: List[Any]) -> bytes:
+    return _ROWS + pickler.dumps(list(rows))
+
+
+def decode_blob(blob: bytes) -> Iterator[Any]:
+    """The record batches of a blob (or, for rows that did not convert, the rows)."""
+    tag, body = blob[:1], memoryview(blob)[1:]
+    if tag == _ROWS:
+        yield from pickler.loads(bytes(body))
+        return
+    with pa.ipc.open_stream(pa.py_buffer(body)) as reader:
+        yield from reader
+
+
+class SpillFn(beam.DoFn):
+    """Turns rows into keyed Arrow IPC blobs; touches no S3 and reads no side input."""
+
+    def __init__(self, schema: pa.Schema, blob_bytes: int = BLOB_BYTES, group_bytes: int = GROUP_BYTES) -> None:
+        self._schema = schema
+        self._blob_bytes = blob_bytes
+        self._group_bytes = group_bytes
+
+    def setup(self) -> None:
+        self._instance = new_token()
+        self._group = 0
+        self._in_group = 0  # Arrow bytes sent under the current key
+
+    def start_bundle(self) -> None:
+        self._rows: List[Mapping[str, Any]] = []
+        self._batches: List[pa.RecordBatch] = []
+        self._held = 0
+        self._chunk_rows = 1024
+
+    def process(self, row: Any) -> Iterable[Tuple[str, bytes]]:
+        try:
+            self._rows.append(as_mapping(row))
+        except RowError:
+            return [self._send_rows([row])]  # not a row: the writer reports it
+        if len(self._rows) >= self._chunk_rows:
+            return self._convert()
+        return ()
+
+    def finish_bundle(self) -> Iterable[WindowedValue]:
+        out = list(self._convert())
+        if self._batches:
+            out.append(self._send())
+        for pair in out:
+            yield WindowedValue(pair, GlobalWindow().max_timestamp(), [GlobalWindow()])
+
+    def _convert(self) -> List[Tuple[str, bytes]]:
+        rows, self._rows = self._rows, []
+        if not rows:
+            return []
+        try:
+            batch = rows_to_batch(rows, self._schema)
+        except (RowError, pa.ArrowException, TypeError, ValueError, OverflowError):
+            return [self._send_rows(rows)]
+        per_row = max(1, batch.nbytes // batch.num_rows)
+        self._chunk_rows = max(1, min(MAX_CHUNK_ROWS, self._blob_bytes // 8 // per_row))
+        self._batches.append(batch)
+        self._held += batch.nbytes
+        return [self._send()] if self._held >= self._blob_bytes else []
+
+    def _key(self, size: int) -> str:
+        if self._in_group and self._in_group + size > self._group_bytes:
+            self._group, self._in_group = self._group + 1, 0
+        self._in_group += size
+        return f"{self._instance}-{self._group:06d}"
+
+    def _send(self) -> Tuple[str, bytes]:
+        batches, self._batches, held, self._held = self._batches, [], self._held, 0
+        return self._key(held), encode_blob(batches, self._schema)
+
+    def _send_rows(self, rows: List[Any]) -> Tuple[str, bytes]:
+        return self._key(0), _encode_rows(rows)
+
+
+class WriteSpilledFn(UploadBase):
+    """Writes one key's blobs into ``P/ID-<token>-<nnnn>.<ext>``; emits one report per key."""
+
+    def process(self, element: Tuple[str, Iterable[bytes]], state: InitState) -> Iterable[Any]:
+        if state.error is not None or state.done is not None:
+            return
+        _, blobs = element
+        token, extension = new_token(), self._format.extension
+        writer = self._writer(lambda directory, number: self._keys.data_file(token, number, extension, directory))
+        for blob in blobs:
+            for item in decode_blob(blob):
+                if isinstance(item, pa.RecordBatch):
+                    writer.add_batch(item)
+                else:
+                    writer.add(item)
+            if writer.error is not None:
+                break
+        report = writer.finish()
+        self._log_error(writer)
+        self._retries_counter.inc(self._retries.drain())
+        yield report
