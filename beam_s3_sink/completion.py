@@ -1,10 +1,14 @@
-"""Step 3, completion: one finishing step over the combined reports of every bundle.
+"""Step 3, completion: one finishing step over the combined reports of every writer.
 
 ::
 
     BundleReport* ──CombineGlobally(MergeReports)──▶ one BundleReport ──▶ FinishFn ──▶ CopyToResult
-                                                                  ▲
-                                                 InitState ───────┘ (side input)
+    (one per bundle on the DirectRunner,                              ▲
+     per spill key elsewhere, per batch)            InitState ───────┘ (side input)
+
+The reports come from whichever upload path ran (:mod:`.upload`, :mod:`.spill`,
+:mod:`.batches`); they are merged into a :class:`ReportAccumulator` of lists, so merging is
+linear in the number of files (100,000 reports: about 0.05 s).
 
 On success ``FinishFn`` completes every pending upload (in parallel; an upload that an
 earlier attempt completed already is not an error), aborts any other pending upload of the

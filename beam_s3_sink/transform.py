@@ -2,11 +2,21 @@
 
 ::
 
-    p ─ Create([None]) ─▶ Prepare ──────────────────InitState─────────────────┐
-           errors ─AsList─┘     │ AsSingleton                                 │ AsSingleton
-                                ▼                                             ▼
-    rows ──────────────────▶ Upload (per bundle) ─BundleReport*─▶ Gather ─▶ Finish ─▶ CopyToResult
-      └ num_batches: AssignBatches ─▶ GroupByKey ─▶ UploadBatches ──┘ (one report per batch)
+    p ─ Create([None]) ─▶ Prepare ──────────────────InitState─────────────────────────┐
+           errors ─AsList─┘     │ AsSingleton                                         │ AsSingleton
+                                ▼                                                     ▼
+    rows ─┬ DirectRunner: Upload (per bundle) ─────────────BundleReport*─▶ Gather ─▶ Finish ─▶ CopyToResult
+          ├ other runners: Spill ─(key, Arrow blob)─▶ GroupByKey ─▶ WriteSpilled ──┘ (one report per key)
+          │                (fused upstream, no side input)        (AsSingleton init)
+          └ num_batches: AssignBatches ─▶ GroupByKey ─▶ UploadBatches ──┘ (one report per batch)
+
+Which upload path a copy takes is decided when the pipeline is built, by the runner
+(:func:`shuffles_spills`): Beam's Python DirectRunner runs whole-input bundles, fuses a
+side-input consumer with its producer and keeps ``GroupByKey`` data in memory, so there each
+bundle writes its own (few, large) files; the portable runners (Flink, Spark, Prism,
+Dataflow) cut small bundles and their fusers never fuse a side-input consumer with what
+feeds it, so there the rows become Arrow blobs in a step with no side input, and files span
+bundles (:mod:`.spill`).
 
 Everything that can be checked without S3 is checked here, when the pipeline is built: the
 URI, the format and its options against the schema, the sizes. Nothing here touches the

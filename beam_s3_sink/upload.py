@@ -1,12 +1,26 @@
-"""Step 2, upload: every worker encodes its rows and uploads them, completing nothing.
+"""Step 2, upload: workers encode their rows and upload them, completing nothing.
 
-Per bundle, one :class:`~beam_s3_sink.writer.FileWriter` buffers the rows and writes them
-into data files named by a fresh token (``P/ID-<token>-<nnnn>.<ext>``, in partition
-directories with ``partition_by``); see :mod:`.writer` for the buffering layers that bound
-memory. At the end of the bundle the last parts are uploaded and the bundle emits one
-:class:`BundleReport`: for each file its key, upload id, part ETags, rows and bytes. Nothing
-is completed here, so the uploads of a bundle that fails or is retried never become
-visible; completion aborts them.
+Three DoFns upload, all built on :class:`UploadBase` (the shared client, the part pool, the
+metrics) and :class:`~beam_s3_sink.writer.FileWriter` (the buffering layers that bound
+memory):
+
+* :class:`UploadFn`, here, on the DirectRunner: per bundle, one writer takes the bundle's rows
+  and writes them into data files named by a fresh token (``P/ID-<token>-<nnnn>.<ext>``, in
+  partition directories with ``partition_by``);
+* :class:`~beam_s3_sink.spill.WriteSpilledFn` on every other runner: one writer per spill key,
+  over the Arrow blobs that many small bundles made (:mod:`.spill`);
+* :class:`~beam_s3_sink.batches.BatchUploadFn` with ``num_batches``: one writer per batch.
+
+::
+
+    bundle ─▶ UploadFn.process(row) ─▶ FileWriter ─▶ pending multipart uploads
+                                                        │ finish_bundle: last parts
+                                                        ▼
+                                         one BundleReport (key, upload id, ETags, rows, bytes)
+
+At the end of its bundle (or key, or batch) the writer uploads the last parts and the DoFn
+emits one :class:`BundleReport`. Nothing is completed here, so the uploads of a bundle that
+fails or is retried never become visible; completion aborts them.
 """
 
 from __future__ import annotations

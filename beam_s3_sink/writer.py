@@ -5,9 +5,9 @@ uploads, one sequence of files per partition directory (a single sequence withou
 ``partition_by``). Per open file, three buffering layers bound what a worker holds::
 
     rows ─▶ row buffer ─(≈ batch_bytes)─▶ RecordBatch ─▶ encoder ─▶ MultipartStream ─▶ S3 parts
-            Python dicts                  pyarrow         Parquet:    part_size bytes,
-                                                          ≤ 1 row     ≤ max_concurrency parts
-                                                          group       in flight on a pool
+            Python dicts                  pyarrow  ▲      Parquet:    part_size bytes,
+    add_batch(RecordBatch) ───────────────────────┘      ≤ 1 row     ≤ max_concurrency parts
+      (split by partition with take)                      group       in flight on a pool
 
 A file is closed when it reaches ``max_file_size`` and the sequence's next one is opened.
 With partitions, memory stays bounded however many partitions the rows spread over:
@@ -22,8 +22,10 @@ buffer-sized runs, rather than a file per row. ``finish`` closes everything and 
 first error stops the writer, aborts what it had open and becomes the report's error.
 
 Used by :class:`~beam_s3_sink.upload.UploadFn` (one writer per bundle, files named by a
-fresh token) and :class:`~beam_s3_sink.batches.BatchUploadFn` (one writer per batch, files
-named by the batch number, so that a rerun writes the same keys).
+fresh token), :class:`~beam_s3_sink.spill.WriteSpilledFn` (one writer per spill key, fed
+Arrow batches with ``add_batch``, files named by a fresh token per attempt) and
+:class:`~beam_s3_sink.batches.BatchUploadFn` (one writer per batch, files named by the batch
+number, so that a rerun writes the same keys).
 """
 
 from __future__ import annotations
