@@ -9,7 +9,7 @@ input, fused with whatever produces them, that only turns them into compact Arro
 ``GroupByKey`` gathers each producer's blobs, and one writer per key writes them into files::
 
     rows ─▶ SpillFn (fused upstream, no S3, no side input) ──(key, blob)──▶ GroupByKey
-            rows → Arrow batches → one Arrow IPC stream (LZ4) per ≈ BLOB_BYTES
+            rows → Arrow batches → one Arrow IPC stream (ZSTD) per ≈ BLOB_BYTES
             key = "<instance token>-<group>"; a new group every ≈ GROUP_BYTES
                                                    │ (key, [blob, ...])
                                                    ▼
@@ -66,7 +66,7 @@ MAX_CHUNK_ROWS = 16384
 _ARROW, _ROWS = b"A", b"P"
 
 
-def encode_blob(batches: List[pa.RecordBatch], schema: pa.Schema, compression: str = "lz4") -> bytes:
+def encode_blob(batches: List[pa.RecordBatch], schema: pa.Schema, compression: str = "zstd") -> bytes:
     """Batches as one Arrow IPC stream, prefixed by a tag byte.
 
     >>> schema = pa.schema([("id", pa.int64())])
