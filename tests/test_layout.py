@@ -19,7 +19,10 @@ import pytest
 
 from beam_s3_sink import CopyToS3, JsonlFormat
 from beam_s3_sink.layout import Layout, escape_path_name
+from conftest import SERVERS
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
+
+S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
 UTC = datetime.timezone.utc
 JSON_SCHEMA = pa.schema([
