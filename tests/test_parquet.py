@@ -547,3 +547,54 @@ def test_bad_row_after_many_good_files_makes_nothing_visible(s3_config, s3_clien
     assert "column 'qty' expects int8" in result.error and "'seven!!!" in result.error
     assert data_keys(s3_client, bucket, "late") == []
     assert pending_uploads(s3_client, bucket) == []
+
+
+# -- the compatible profile's other conversions ------------------------------------------
+def _encode(fmt: ParquetFormat, table: pa.Table, path) -> str:
+    with open(path, "wb") as out:
+        encoder = fmt.open(table.schema, out, 2**30)
+        for batch in table.to_batches():
+            encoder.write(batch)
+        encoder.close()
+    return str(path)
+
+
+def test_view_float16_and_nanosecond_types_open_everywhere_by_default(spark, tmp_path):
+    table = pa.table({
+        "id": pa.array([1, 2, 3], pa.int64()),
+        "sv": pa.array(["a", None, "é" * 20], pa.string_view()),
+        "bv": pa.array([b"\x00", b"", None], pa.binary_view()),
+        "lv": pa.array([[1, None], [], None], pa.large_list(pa.int32())),
+        "half": pa.array([1.5, None, -0.25], pa.float16()),
+        "ns": pa.array([0, 1_700_000_000_000_000_000, None], pa.timestamp("ns", tz="UTC")),
+    })
+    path = _encode(ParquetFormat(), table, tmp_path / "compat.parquet")
+    expected = {"sv": ["a", None, "é" * 20], "bv": [b"\x00", b"", None], "lv": [[1, None], [], None],
+                "half": [1.5, None, -0.25],
+                "ns": [dt.datetime(1970, 1, 1, tzinfo=UTC), dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC), None]}
+    for name, read in (("pyarrow", readers.read_pyarrow), ("DuckDB", readers.read_duckdb),
+                       ("pandas", readers.read_pandas), ("Spark", lambda p: readers.read_spark(spark, p))):
+        types, rows = read([path])
+        rows = sorted(rows, key=lambda r: r["id"])
+        for column, want in expected.items():
+            got = [r[column] for r in rows]
+            got = [g.astimezone(UTC) if isinstance(g, dt.datetime) else g for g in got]
+            got = [list(g) if hasattr(g, "tolist") and not isinstance(g, (bytes, str)) else g for g in got]
+            assert got == want, (name, column, got)
+    schema = pq.read_schema(path)
+    assert (schema.field("sv").type, schema.field("lv").type, schema.field("half").type) == (
+        pa.string(), pa.list_(pa.int32()), pa.float32())
+
+
+def test_a_nanosecond_the_compatible_types_cannot_hold_names_the_column(tmp_path):
+    table = pa.table({"id": [1], "at": pa.array([1_700_000_000_000_000_001], pa.timestamp("ns"))})
+    with pytest.raises(ValueError, match=r"column 'at' \(timestamp\[ns\]\) is written as timestamp\[us\]"
+                                         r".*would lose data.*types='exact'"):
+        _encode(ParquetFormat(), table, tmp_path / "ns.parquet")
+    path = _encode(ParquetFormat(types="exact"), table, tmp_path / "exact.parquet")
+    assert pq.read_table(path).column("at").cast(pa.int64()).to_pylist() == [1_700_000_000_000_000_001]
+
+
+def test_bad_types_profile_fails_when_made():
+    with pytest.raises(ValueError, match="types must be one of"):
+        ParquetFormat(types="spark")
