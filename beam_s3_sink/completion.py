@@ -165,7 +165,7 @@ class FinishFn(beam.DoFn):
             uri=keys.location.uri, sink_id=keys.sink_id, rows=sum(f.rows for f in copied),
             bytes=sum(f.bytes for f in copied), files=tuple(copied),
             manifest_uri=keys.location.object_uri(keys.manifest), warnings=tuple(warnings))
-        body = manifest_json(result, self._format.describe(), schema_to_json(self._schema))
+        body = manifest_json(result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema))
         call(self._client, "PutObject", bucket, keys.manifest, Body=body, ContentType="application/json",
              **self._config.objects.control_args())
         delete_keys(self._client, bucket, state.replaced)  # if_exists="replace"; see .existing

@@ -306,6 +306,20 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def schema_to_json(schema: pa.Schema) -> List[Dict[str, Any]]:
-    """The schema as the manifest stores it: name, Arrow type and nullability per column."""
-    return [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema]
+def schema_to_json(schema: pa.Schema, source: Optional[pa.Schema] = None) -> List[Dict[str, Any]]:
+    """The schema as the manifest stores it: name, Arrow type and nullability per column.
+
+    ``schema`` is what the files hold; where ``source`` (the copy's schema) has another type
+    for a column (a UUID written as text by ``ParquetFormat(types="compatible")``), the
+    entry also names it as ``source_type``.
+
+    >>> schema_to_json(pa.schema([("k", pa.string())]), pa.schema([("k", pa.uuid())]))
+    [{'name': 'k', 'type': 'string', 'nullable': True, 'source_type': 'extension<arrow.uuid>'}]
+    """
+    entries = []
+    for i, f in enumerate(schema):
+        entry: Dict[str, Any] = {"name": f.name, "type": str(f.type), "nullable": f.nullable}
+        if source is not None and not source.field(i).type.equals(f.type):
+            entry["source_type"] = str(source.field(i).type)
+        entries.append(entry)
+    return entries

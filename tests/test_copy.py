@@ -17,6 +17,9 @@ from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_types import Order
 from helpers import (data_keys, get_bytes, list_objects, pending_uploads, read_manifest,
                      read_parquet, run_copy)
+from conftest import SERVERS
+
+S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
 SCHEMA = pa.schema([
     ("id", pa.int64()),

@@ -21,9 +21,11 @@ from beam_s3_sink.init import prepare
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.results import BundleReport, InitState
 from beam_s3_sink.upload import UploadFn
-from conftest import REGION, free_port, start_moto
+from conftest import REGION, SERVERS, free_port, start_moto
 from faultproxy import FaultProxy
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_parquet, run_copy
+
+S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64())])
 

@@ -12,6 +12,7 @@ import decimal
 import io
 import json
 import math
+import os
 import statistics
 import uuid
 
@@ -24,6 +25,7 @@ import pytest
 
 from beam_s3_sink import CopyToS3, ParquetFormat
 from beam_s3_sink.schema import resolve_schema
+import readers
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
 from parquet_types import Event, Point, Priced
 
@@ -111,11 +113,26 @@ ALL_NULL = {"id": 5}
 ROWS = [LOW, HIGH, MIDDLE, SMALL_FLOATS, LARGE_FLOATS, ALL_NULL, {"id": 6, "f32": -0.0, "f64": -0.0, "doc": "null"}]
 
 
-def meaning(column: str, value):
-    """The value a reader must give back, in one canonical form shared by all readers."""
+PROFILES = ("compatible", "exact")
+COMPATIBLE_TIME_DIGITS = {"us": "microseconds", "ms": "milliseconds", "s": "seconds", "ns": "microseconds"}
+
+
+def meaning(column: str, value, types: str = "exact"):
+    """The value a reader must give back, in one canonical form shared by all readers.
+
+    With ``types="compatible"`` it is the documented equivalent: a UUID as its text, a time
+    of day as ``HH:MM:SS.ffffff`` text, an unsigned integer as an int (``uint64`` as a
+    ``Decimal``, the ``decimal(20, 0)`` it is written as)."""
     if value is None:
         return None
     typ = ALL_TYPES.field(column).type
+    if types == "compatible":
+        if isinstance(typ, pa.UuidType):
+            return str(meaning(column, value))
+        if pa.types.is_time(typ):
+            return value.isoformat(timespec=COMPATIBLE_TIME_DIGITS[typ.unit])
+        if typ == pa.uint64():
+            return D(value)
     if isinstance(typ, pa.JsonType):
         return json.loads(value) if isinstance(value, str) else value
     if isinstance(typ, pa.UuidType):
@@ -133,15 +150,17 @@ def meaning(column: str, value):
     return value
 
 
-def read_back(column: str, value):
+def read_back(column: str, value, types: str = "exact"):
     """A reader's value in the canonical form: JSON parsed, UUID as uuid.UUID, maps as dicts."""
     if value is None:
         return None
     typ = ALL_TYPES.field(column).type
+    if hasattr(value, "to_pydatetime"):  # pyarrow gives pandas Timestamps for nanoseconds
+        value = value.to_pydatetime()
     if isinstance(typ, pa.JsonType):
         assert isinstance(value, str), f"{column}: JSON must come back as text, got {value!r}"
         return json.loads(value)
-    if isinstance(typ, pa.UuidType):
+    if isinstance(typ, pa.UuidType) and types == "exact":
         return value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=value)
     if pa.types.is_map(typ) and isinstance(value, list):
         return dict(value)
@@ -160,49 +179,184 @@ def same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def check_rows(reader: str, got_rows, expected_rows) -> None:
+def column_differences(got_rows, expected_rows, column: str, types: str = "exact"):
+    """The rows whose ``column`` a reader gave back differently, as ``(id, got, wanted)``."""
     got = {r["id"]: r for r in got_rows}
-    assert sorted(got) == sorted(r["id"] for r in expected_rows), reader
+    assert sorted(got) == sorted(r["id"] for r in expected_rows)
+    differences = []
     for expected in expected_rows:
-        row = got[expected["id"]]
-        for column in ALL_TYPES.names:
-            want = meaning(column, expected.get(column))
-            have = read_back(column, row[column])
-            assert same(have, want), f"{reader}: column {column} of row {expected['id']}: {have!r} != {want!r}"
+        want = meaning(column, expected.get(column), types)
+        try:
+            have = read_back(column, got[expected["id"]][column], types)
+        except (AssertionError, ValueError, TypeError) as exc:
+            have = exc
+        if not same(have, want):
+            differences.append((expected["id"], have, want))
+    return differences
 
 
-def test_every_type_reads_back_in_pyarrow_duckdb_and_polars(s3_config, s3_client, bucket, tmp_path):
-    result = run_copy(ROWS, uri=f"s3://{bucket}/all", schema=ALL_TYPES, s3=s3_config)
-    assert result.ok, result.error
-    keys = data_keys(s3_client, bucket, "all")
-    assert keys and result.rows == len(ROWS)
+def check_rows(reader: str, got_rows, expected_rows, types: str = "exact", columns=None) -> None:
+    for column in columns or ALL_TYPES.names:
+        for row_id, have, want in column_differences(got_rows, expected_rows, column, types)[:1]:
+            raise AssertionError(f"{reader}: column {column} of row {row_id}: {have!r} != {want!r}")
+
+
+def _download(s3_client, bucket, prefix, tmp_path):
     paths = []
-    for i, key in enumerate(keys):
-        path = tmp_path / f"part-{i}.parquet"
+    for i, key in enumerate(data_keys(s3_client, bucket, prefix)):
+        path = tmp_path / f"{prefix.replace('/', '-')}-{i}.parquet"
         path.write_bytes(get_bytes(s3_client, bucket, key))
         paths.append(str(path))
+    assert paths
+    return paths
 
-    table = pa.concat_tables(pq.read_table(p) for p in paths)
-    check_rows("pyarrow", table.to_pylist(), ROWS)
-    assert table.schema.field("doc").type == pa.json_() and table.schema.field("key").type == pa.uuid()
-    assert table.schema.field("ts_s").type == pa.timestamp("ms")  # Parquet has no seconds
-    leaves = {c.path: c for c in pq.ParquetFile(paths[0]).schema}
-    assert (leaves["doc"].logical_type.type, leaves["key"].logical_type.type) == ("JSON", "UUID")
 
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    cursor = con.execute("SELECT * FROM read_parquet(?)", [paths])
-    names = [d[0] for d in cursor.description]
-    check_rows("duckdb", [dict(zip(names, r)) for r in cursor.fetchall()], ROWS)
-    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))",
-                             [paths]).fetchall())
-    assert (types["doc"], types["key"], types["u64"], types["dec"], types["tz_us"]) == (
-        "JSON", "UUID", "UBIGINT", "DECIMAL(38,10)", "TIMESTAMP WITH TIME ZONE")
+@pytest.mark.parametrize("types", PROFILES)
+def test_every_type_reads_back_in_every_reader(types, spark, s3_config, s3_client, bucket, tmp_path):
+    """The all-types copy, read by pyarrow, DuckDB, Polars, pandas and Spark, column by column.
 
-    frame = pl.concat([pl.read_parquet(p) for p in paths])
-    check_rows("polars", frame.to_dicts(), ROWS)
-    assert frame.schema["u64"] == pl.UInt64 and frame.schema["dec"] == pl.Decimal(38, 10)
-    assert frame.schema["tz_us"] == pl.Datetime("us", "UTC")
+    ``compatible`` (the default): every reader opens the files and gives back every value
+    (or its documented equivalent). ``exact``: pyarrow, DuckDB and Polars give back the exact
+    types and values; Spark cannot open a file with UUID, TIME or TIMESTAMP(NANOS) columns.
+    The README's per-reader type table for the profile is made from what the readers returned.
+    """
+    fmt = ParquetFormat(types=types)
+    result = run_copy(ROWS, uri=f"s3://{bucket}/all", schema=ALL_TYPES, s3=s3_config, format=fmt)
+    assert result.ok, result.error
+    assert result.rows == len(ROWS)
+    paths = _download(s3_client, bucket, "all", tmp_path)
+    manifest = json.loads(get_bytes(s3_client, bucket, result.manifest_uri.split("/", 3)[3]))
+    written = {c["name"]: c for c in manifest["schema"]}
+    assert manifest["format"]["options"]["types"] == types
+    assert written["key"]["type"] == ("string" if types == "compatible" else "extension<arrow.uuid>")
+    assert ("source_type" in written["key"]) == (types == "compatible")
+
+    results = readers.read_all(spark, paths)
+    if types == "compatible":
+        for reader in readers.READERS:
+            got = results[reader]
+            assert not isinstance(got, Exception), f"{reader} cannot open the file: {got}"
+            check_rows(reader, got[1], ROWS, types)
+        spark_types = results["Spark"][0]
+        assert (spark_types["key"], spark_types["at"], spark_types["u64"], spark_types["ts_ns"]) == (
+            "string", "string", "decimal(20,0)", "timestamp_ntz")
+    else:
+        for reader in ("pyarrow", "DuckDB", "Polars"):
+            check_rows(reader, results[reader][1], ROWS, types)
+        arrow_types, duck_types = results["pyarrow"][0], results["DuckDB"][0]
+        assert (arrow_types["doc"], arrow_types["key"], arrow_types["ts_s"]) == (
+            "extension<arrow.json>", "extension<arrow.uuid>", "timestamp[ms]")  # Parquet has no seconds
+        assert (duck_types["doc"], duck_types["key"], duck_types["u64"], duck_types["dec"], duck_types["tz_us"]) == (
+            "JSON", "UUID", "UBIGINT", "DECIMAL(38,10)", "TIMESTAMP WITH TIME ZONE")
+        assert "PARQUET_TYPE_ILLEGAL" in str(results["Spark"]), results["Spark"]
+        leaves = {c.path: c for c in pq.ParquetFile(paths[0]).schema}
+        assert (leaves["doc"].logical_type.type, leaves["key"].logical_type.type) == ("JSON", "UUID")
+        # Spark opens the file only without these columns: read it column by column.
+        results["Spark"] = _spark_by_column(spark, fmt, tmp_path)
+    table = type_table(fmt, results)
+    readme_table_check(types, table)
+
+
+def _spark_by_column(spark, fmt: ParquetFormat, tmp_path):
+    """Spark's (types, rows), reading each column from a file of its own (written by the
+    sink's encoder), with the error for each column it cannot read."""
+    from beam_s3_sink.schema import rows_to_batch
+
+    batch = rows_to_batch(ROWS, ALL_TYPES)
+    types, errors, by_id = {}, {}, {r["id"]: {"id": r["id"]} for r in ROWS}
+    compatible = ParquetFormat(types="compatible").file_schema(ALL_TYPES)
+    same_columns = [n for n in ALL_TYPES.names
+                    if fmt.file_schema(ALL_TYPES).field(n).type.equals(compatible.field(n).type)]
+    groups = [same_columns] + [["id", n] for n in ALL_TYPES.names if n not in same_columns]
+    for i, names in enumerate(groups):
+        part = pa.Table.from_batches([batch]).select(names)
+        path = tmp_path / f"spark-{i}.parquet"
+        with open(path, "wb") as out:
+            encoder = fmt.open(part.schema, out, 2**30)
+            encoder.write(part.combine_chunks().to_batches()[0])
+            encoder.close()
+        try:
+            got_types, rows = readers.read_spark(spark, [str(path)])
+        except Exception as exc:  # noqa: BLE001 - recorded in the table
+            errors[names[-1]] = readers.first_line(exc)
+            continue
+        types.update(got_types)
+        for row in rows:
+            by_id[row["id"]].update(row)
+    return types, list(by_id.values()), errors
+
+
+def _pretty_arrow(typ: pa.DataType) -> str:
+    if isinstance(typ, pa.UuidType):
+        return "uuid"
+    if isinstance(typ, pa.JsonType):
+        return "json"
+    return str(typ)
+
+
+def type_table(fmt: ParquetFormat, results) -> str:
+    """The README's table for ``fmt.types``: per column of the all-types schema, the type in
+    the file and what each reader gives back (its type; ``≠`` where values differ from the
+    documented equivalent; ``✗`` where it cannot read the column)."""
+    file_schema = fmt.file_schema(ALL_TYPES)
+    header = ["Arrow type", "in the file"] + list(readers.READERS)
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for column in ALL_TYPES.names:
+        if column == "id":
+            continue
+        cells = [f"`{_pretty_arrow(ALL_TYPES.field(column).type)}`",
+                 f"`{_pretty_arrow(file_schema.field(column).type)}`"]
+        for reader in readers.READERS:
+            got = results[reader]
+            errors = got[2] if isinstance(got, tuple) and len(got) == 3 else {}
+            if isinstance(got, Exception) or column in errors:
+                cells.append("✗ cannot open the file")
+                continue
+            types, rows = got[0], got[1]
+            cell = f"`{types[column]}`"
+            if column_differences(rows, ROWS, column, fmt.types):
+                cell += " ≠"
+            cells.append(cell)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+
+
+def readme_table_check(types: str, table: str) -> None:
+    """The README's table between ``<!-- parquet-types:NAME -->`` markers must be ``table``;
+    ``BEAM_S3_SINK_WRITE_README=1`` writes it there instead."""
+    begin, end = f"<!-- parquet-types:{types} -->\n", f"<!-- /parquet-types:{types} -->"
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    assert begin in text and end in text, f"README.md lacks the {begin.strip()} ... {end} markers"
+    head, rest = text.split(begin, 1)
+    current, tail = rest.split(end, 1)
+    if os.environ.get("BEAM_S3_SINK_WRITE_README"):
+        with open(README, "w", encoding="utf-8") as f:
+            f.write(head + begin + table + end + tail)
+        return
+    assert current == table, (
+        f"README.md's {types!r} type table is not what the readers returned; rerun with "
+        f"BEAM_S3_SINK_WRITE_README=1 to rewrite it. Returned:\n{table}")
+
+
+def test_duckdb_reads_the_partitioned_copy_straight_from_s3(s3_endpoint, s3_config, s3_client, bucket):
+    """DuckDB over httpfs (the wheel's extension file), hive partitions, against the S3 server."""
+    from conftest import ACCESS_KEY, REGION, SECRET_KEY
+    from pipelines import duckdb_s3
+
+    rows = [{"id": i, "name": f"n{i % 3}", "amount": i / 4, "at": None, "tags": ["a"] if i % 2 else None}
+            for i in range(300)]
+    result = run_copy(rows, uri=f"s3://{bucket}/parts", schema=SIZE_SCHEMA, s3=s3_config,
+                      partition_by=("name",))
+    assert result.ok, result.error
+    con = duckdb_s3.connect(s3_endpoint, ACCESS_KEY, SECRET_KEY, REGION)
+    got = con.execute(
+        f"SELECT name, count(*), sum(id), sum(amount) FROM read_parquet('s3://{bucket}/parts/**/*.parquet', "
+        "hive_partitioning = true) GROUP BY name ORDER BY name").fetchall()
+    assert got == [(f"n{k}", 100, sum(range(k, 300, 3)), sum(i / 4 for i in range(k, 300, 3))) for k in range(3)]
 
 
 # -- file sizes ------------------------------------------------------------------------------
@@ -332,7 +486,9 @@ def test_copy_of_namedtuples_with_logical_types(s3_config, s3_client, bucket, tm
     path.write_bytes(get_bytes(s3_client, bucket, key))
     got = sorted(pq.read_table(path).to_pylist(), key=lambda r: r["id"])
     for event, row in zip(events, got):
-        assert row["key"] == event.key and row["count"] == event.count
+        # The default types: the UUID and the time of day as text, the uint32 as an int64.
+        assert row["key"] == str(event.key) and row["count"] == event.count
+        assert row["at"] == event.at.isoformat(timespec="microseconds")
         assert row["instant"] == event.instant.to_utc_datetime(has_tz=True)
         assert row["points"] == [p._asdict() for p in event.points]
         assert row["tags"] == list(event.tags.items()) and row["when"] == event.when
@@ -393,3 +549,54 @@ def test_bad_row_after_many_good_files_makes_nothing_visible(s3_config, s3_clien
     assert "column 'qty' expects int8" in result.error and "'seven!!!" in result.error
     assert data_keys(s3_client, bucket, "late") == []
     assert pending_uploads(s3_client, bucket) == []
+
+
+# -- the compatible profile's other conversions ------------------------------------------
+def _encode(fmt: ParquetFormat, table: pa.Table, path) -> str:
+    with open(path, "wb") as out:
+        encoder = fmt.open(table.schema, out, 2**30)
+        for batch in table.to_batches():
+            encoder.write(batch)
+        encoder.close()
+    return str(path)
+
+
+def test_view_float16_and_nanosecond_types_open_everywhere_by_default(spark, tmp_path):
+    table = pa.table({
+        "id": pa.array([1, 2, 3], pa.int64()),
+        "sv": pa.array(["a", None, "é" * 20], pa.string_view()),
+        "bv": pa.array([b"\x00", b"", None], pa.binary_view()),
+        "lv": pa.array([[1, None], [], None], pa.large_list(pa.int32())),
+        "half": pa.array([1.5, None, -0.25], pa.float16()),
+        "ns": pa.array([0, 1_700_000_000_000_000_000, None], pa.timestamp("ns", tz="UTC")),
+    })
+    path = _encode(ParquetFormat(), table, tmp_path / "compat.parquet")
+    expected = {"sv": ["a", None, "é" * 20], "bv": [b"\x00", b"", None], "lv": [[1, None], [], None],
+                "half": [1.5, None, -0.25],
+                "ns": [dt.datetime(1970, 1, 1, tzinfo=UTC), dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC), None]}
+    for name, read in (("pyarrow", readers.read_pyarrow), ("DuckDB", readers.read_duckdb),
+                       ("pandas", readers.read_pandas), ("Spark", lambda p: readers.read_spark(spark, p))):
+        types, rows = read([path])
+        rows = sorted(rows, key=lambda r: r["id"])
+        for column, want in expected.items():
+            got = [r[column] for r in rows]
+            got = [g.astimezone(UTC) if isinstance(g, dt.datetime) else g for g in got]
+            got = [list(g) if hasattr(g, "tolist") and not isinstance(g, (bytes, str)) else g for g in got]
+            assert got == want, (name, column, got)
+    schema = pq.read_schema(path)
+    assert (schema.field("sv").type, schema.field("lv").type, schema.field("half").type) == (
+        pa.string(), pa.list_(pa.int32()), pa.float32())
+
+
+def test_a_nanosecond_the_compatible_types_cannot_hold_names_the_column(tmp_path):
+    table = pa.table({"id": [1], "at": pa.array([1_700_000_000_000_000_001], pa.timestamp("ns"))})
+    with pytest.raises(ValueError, match=r"column 'at' \(timestamp\[ns\]\) is written as timestamp\[us\]"
+                                         r".*would lose data.*types='exact'"):
+        _encode(ParquetFormat(), table, tmp_path / "ns.parquet")
+    path = _encode(ParquetFormat(types="exact"), table, tmp_path / "exact.parquet")
+    assert pq.read_table(path).column("at").cast(pa.int64()).to_pylist() == [1_700_000_000_000_000_001]
+
+
+def test_bad_types_profile_fails_when_made():
+    with pytest.raises(ValueError, match="types must be one of"):
+        ParquetFormat(types="spark")

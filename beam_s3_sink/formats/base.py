@@ -61,6 +61,10 @@ class Format(abc.ABC):
     def check_schema(self, schema: pa.Schema) -> None:
         """Raise ``ValueError`` (at pipeline construction) for a schema this format cannot write."""
 
+    def file_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The schema the data files hold for rows of ``schema`` (the manifest records it)."""
+        return schema
+
     @abc.abstractmethod
     def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
         """Start one data file written to ``out``."""

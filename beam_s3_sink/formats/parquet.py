@@ -15,25 +15,43 @@ last), row groups are about an eighth of the limit by default, and a worker hold
 group of rows per open file.
 
 The Arrow schema is stored in the file (``ARROW:schema``), so pyarrow and Polars restore the
-exact types; the few Arrow types that Parquet stores in another unit (``date64``,
+exact types. Which types land in the file is the format's ``types`` profile::
+
+    Arrow schema ──parquet_schema(schema, types)──▶ file schema ──▶ ParquetWriter
+    batch ─────────to_file_table(table, file schema)──▶ cast (UUID → text first) ──▶ row group
+
+- ``"compatible"`` (the default): every file opens in Spark 4, DuckDB, pyarrow, Polars,
+  pandas and Trino/Athena, and every value reads back equal or as its documented
+  equivalent: UUID as its 36-character text, a time of day as ``HH:MM:SS.ffffff`` text (the
+  unit's digits), unsigned integers as the next wider signed type (``uint64`` as
+  ``decimal(20, 0)``, as Spark reads them), nanosecond timestamps as microseconds (a value
+  with nanoseconds fails the copy, naming the column: nothing is truncated), ``float16`` as
+  ``float32``, ``large_*`` and view types as their plain types.
+- ``"exact"``: Parquet's own logical types (UUID, TIME, TIMESTAMP(NANOS), unsigned
+  integers, FLOAT16), for readers that know them (pyarrow, DuckDB, Polars); Spark cannot
+  open a file holding UUID, TIME or nanosecond columns at all.
+
+In both, the few Arrow types that Parquet stores in another unit (``date64``,
 ``timestamp[s]``, ``time32[s]``) are written as the type Parquet holds (``date32``,
-milliseconds), so that every reader sees the same type. JSON and UUID columns are Parquet's
-``JSON`` and ``UUID`` logical types. Types no common reader reads back unchanged (durations,
-intervals, decimals wider than 38 digits) are refused when the pipeline is built.
+milliseconds), so that every reader sees the same type. JSON columns are Parquet's ``JSON``
+logical type (Spark reads it as a string). Types no common reader reads back unchanged
+(durations, intervals, decimals wider than 38 digits) are refused when the pipeline is built.
 """
 
 from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import BinaryIO, ClassVar, List, Optional
+from typing import Any, BinaryIO, ClassVar, List, Optional
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .base import FileEncoder, Format
 
-__all__ = ["ParquetFormat", "parquet_schema"]
+__all__ = ["ParquetFormat", "parquet_schema", "to_file_table", "TYPE_PROFILES"]
 
 _COMPRESSIONS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
 MIN_ROW_GROUP = 16 * 2**10
@@ -44,6 +62,8 @@ MAX_PENDING_BYTES = 64 * 2**20
 """The most Arrow bytes an encoder buffers for one row group, however well the data compresses."""
 MAX_DECIMAL_PRECISION = 38
 """The widest decimal that DuckDB, Polars, Spark and Trino read exactly."""
+TYPE_PROFILES = ("compatible", "exact")
+"""``ParquetFormat(types=...)``: what every reader opens (default), or Parquet's exact types."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +81,9 @@ class ParquetFormat(Format):
       use_dictionary: dictionary-encode columns.
       write_statistics: write min/max statistics per column chunk.
       version: the Parquet format version, ``"1.0"``, ``"2.4"`` or ``"2.6"``.
+      types: ``"compatible"`` (default): types that Spark, Trino/Athena, DuckDB, pyarrow,
+        Polars and pandas all read (UUID and time of day as text, unsigned integers widened,
+        nanosecond timestamps as microseconds); ``"exact"``: Parquet's own logical types.
     """
 
     name: ClassVar[str] = "parquet"
@@ -71,8 +94,11 @@ class ParquetFormat(Format):
     use_dictionary: bool = True
     write_statistics: bool = True
     version: str = "2.6"
+    types: str = "compatible"
 
     def __post_init__(self) -> None:
+        if self.types not in TYPE_PROFILES:
+            raise ValueError(f"ParquetFormat: types must be one of {list(TYPE_PROFILES)}, got {self.types!r}")
         if not isinstance(self.compression, str) or self.compression.lower() not in _COMPRESSIONS:
             raise ValueError(
                 f"ParquetFormat: compression {self.compression!r} is not one of {list(_COMPRESSIONS)}")
@@ -112,9 +138,13 @@ class ParquetFormat(Format):
         for field in schema:
             _check_type(field.type, field.name)
         try:
-            pq.ParquetWriter(io.BytesIO(), parquet_schema(schema), **self.writer_options()).close()
+            pq.ParquetWriter(io.BytesIO(), self.file_schema(schema), **self.writer_options()).close()
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise ValueError(f"ParquetFormat: pyarrow cannot write the schema as Parquet: {exc}") from None
+
+    def file_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The schema the files hold for rows of ``schema`` (see :func:`parquet_schema`)."""
+        return parquet_schema(schema, self.types)
 
     def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> "ParquetEncoder":
         return ParquetEncoder(self, schema, out, max_file_size)
@@ -150,17 +180,49 @@ def _check_type(typ: pa.DataType, column: str) -> None:
         _check_type(typ.field(i).type, column)
 
 
-def parquet_schema(schema: pa.Schema) -> pa.Schema:
-    """The schema written to the file: ``schema`` with the units Parquet stores.
+def parquet_schema(schema: pa.Schema, types: str = "compatible") -> pa.Schema:
+    """The schema written to the file: ``schema`` with the types of the ``types`` profile.
 
     >>> parquet_schema(pa.schema([("t", pa.timestamp("s", tz="UTC")), ("d", pa.date64())]))
     t: timestamp[ms, tz=UTC]
     d: date32[day]
+    >>> parquet_schema(pa.schema([("k", pa.uuid()), ("at", pa.time64("us")), ("n", pa.uint64())]))
+    k: string
+    at: string
+    n: decimal128(20, 0)
+    >>> parquet_schema(pa.schema([("k", pa.uuid())]), "exact")
+    k: extension<arrow.uuid>
     """
-    return pa.schema([f.with_type(_parquet_type(f.type)) for f in schema], metadata=schema.metadata)
+    compatible = types == "compatible"
+    return pa.schema([f.with_type(_parquet_type(f.type, compatible)) for f in schema],
+                     metadata=schema.metadata)
 
 
-def _parquet_type(typ: pa.DataType) -> pa.DataType:
+_WIDER = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
+          pa.uint64(): pa.decimal128(20, 0)}
+"""Unsigned integers in the compatible profile: the signed type Spark reads them as."""
+
+
+def _parquet_type(typ: pa.DataType, compatible: bool) -> pa.DataType:
+    def inner(field: pa.Field) -> pa.Field:
+        return field.with_type(_parquet_type(field.type, compatible))
+
+    if compatible:
+        if isinstance(typ, pa.UuidType) or pa.types.is_time(typ):
+            return pa.string()
+        if pa.types.is_unsigned_integer(typ):
+            return _WIDER[typ]
+        if pa.types.is_float16(typ):
+            return pa.float32()
+        if pa.types.is_timestamp(typ) and typ.unit == "ns":
+            return pa.timestamp("us", tz=typ.tz)
+        if pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
+            return pa.string()
+        if pa.types.is_large_binary(typ) or pa.types.is_binary_view(typ):
+            return pa.binary()
+        if (pa.types.is_large_list(typ) or pa.types.is_list_view(typ)
+                or pa.types.is_large_list_view(typ)):
+            return pa.list_(inner(typ.value_field))
     if pa.types.is_date64(typ):
         return pa.date32()
     if pa.types.is_timestamp(typ) and typ.unit == "s":
@@ -168,18 +230,109 @@ def _parquet_type(typ: pa.DataType) -> pa.DataType:
     if pa.types.is_time32(typ) and typ.unit == "s":
         return pa.time32("ms")
     if pa.types.is_list(typ):
-        return pa.list_(typ.value_field.with_type(_parquet_type(typ.value_type)))
+        return pa.list_(inner(typ.value_field))
     if pa.types.is_large_list(typ):
-        return pa.large_list(typ.value_field.with_type(_parquet_type(typ.value_type)))
+        return pa.large_list(inner(typ.value_field))
     if pa.types.is_fixed_size_list(typ):
-        return pa.list_(typ.value_field.with_type(_parquet_type(typ.value_type)), typ.list_size)
+        return pa.list_(inner(typ.value_field), typ.list_size)
     if pa.types.is_map(typ):
-        return pa.map_(typ.key_field.with_type(_parquet_type(typ.key_type)),
-                       typ.item_field.with_type(_parquet_type(typ.item_type)), typ.keys_sorted)
+        return pa.map_(inner(typ.key_field), inner(typ.item_field), typ.keys_sorted)
     if pa.types.is_struct(typ):
-        return pa.struct([typ.field(i).with_type(_parquet_type(typ.field(i).type))
-                          for i in range(typ.num_fields)])
+        return pa.struct([inner(typ.field(i)) for i in range(typ.num_fields)])
     return typ
+
+
+def to_file_table(table: pa.Table, file_schema: pa.Schema) -> pa.Table:
+    """``table`` converted to ``file_schema``, column by column (see :func:`parquet_schema`).
+
+    A value the file's type cannot hold (a nanosecond in a timestamp written as
+    microseconds) raises ``ValueError`` naming the column: nothing is truncated.
+    """
+    columns = []
+    for field, column in zip(file_schema, table.columns):
+        if column.type.equals(field.type):
+            columns.append(column)
+            continue
+        try:
+            columns.append(pa.chunked_array([_to_file_array(chunk, field.type) for chunk in column.chunks],
+                                            type=field.type))
+        except (pa.ArrowInvalid, ValueError, OverflowError) as exc:
+            raise ValueError(
+                f"ParquetFormat: column {field.name!r} ({column.type}) is written as {field.type} "
+                f"with types='compatible', which cannot hold a value: {exc}. Cast the column to "
+                f"{field.type} first, or use ParquetFormat(types='exact') for readers that know "
+                f"{column.type}") from None
+    return pa.Table.from_arrays(columns, schema=file_schema)
+
+
+def _to_file_array(array: pa.Array, target: pa.DataType) -> pa.Array:
+    if isinstance(array.type, pa.UuidType):
+        return _uuid_text(array)
+    if _holds_uuid(array.type):
+        # A UUID inside a list, struct or map: rare; converted value by value.
+        values = [_uuid_as_text(v, array.type) for v in array.to_pylist()]
+        return pa.array(values, type=_uuid_as_string(array.type)).cast(target, safe=True)
+    return array.cast(target, safe=True)
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_DASHES = (8, 13, 18, 23)
+
+
+def _uuid_text(array: pa.Array) -> pa.Array:
+    """UUIDs (16 bytes each) as their 36-character text, a whole array at a time."""
+    storage = array.storage if isinstance(array, pa.ExtensionArray) else array
+    count = len(storage)
+    data = np.frombuffer(storage.buffers()[1], dtype=np.uint8)
+    raw = data[storage.offset * 16:(storage.offset + count) * 16].reshape(count, 16)
+    digits = np.empty((count, 32), dtype=np.uint8)
+    digits[:, 0::2] = _HEX[raw >> 4]
+    digits[:, 1::2] = _HEX[raw & 15]
+    text = np.full((count, 36), ord("-"), dtype=np.uint8)
+    text[:, np.r_[0:8, 9:13, 14:18, 19:23, 24:36]] = digits
+    offsets = pa.array(np.arange(0, 36 * (count + 1), 36, dtype=np.int32))
+    validity = storage.is_valid()
+    values = pa.StringArray.from_buffers(count, offsets.buffers()[1], pa.py_buffer(text.tobytes()))
+    return values if storage.null_count == 0 else pc.if_else(validity, values, pa.scalar(None, pa.string()))
+
+
+def _holds_uuid(typ: pa.DataType) -> bool:
+    if isinstance(typ, pa.UuidType):
+        return True
+    return any(_holds_uuid(typ.field(i).type) for i in range(typ.num_fields))
+
+
+def _uuid_as_string(typ: pa.DataType) -> pa.DataType:
+    """``typ`` with every UUID in it made a string, and nothing else changed."""
+    if isinstance(typ, pa.UuidType):
+        return pa.string()
+    if pa.types.is_map(typ):
+        return pa.map_(typ.key_field.with_type(_uuid_as_string(typ.key_type)),
+                       typ.item_field.with_type(_uuid_as_string(typ.item_type)), typ.keys_sorted)
+    if pa.types.is_struct(typ):
+        return pa.struct([typ.field(i).with_type(_uuid_as_string(typ.field(i).type))
+                          for i in range(typ.num_fields)])
+    if pa.types.is_fixed_size_list(typ):
+        return pa.list_(typ.value_field.with_type(_uuid_as_string(typ.value_type)), typ.list_size)
+    if typ.num_fields == 1:
+        return pa.list_(typ.value_field.with_type(_uuid_as_string(typ.value_type)))
+    return typ
+
+
+def _uuid_as_text(value: Any, typ: pa.DataType) -> Any:
+    """A nested value with its UUIDs as text (times are cast by pyarrow afterwards)."""
+    if value is None:
+        return None
+    if isinstance(typ, pa.UuidType):
+        return str(value)
+    if pa.types.is_map(typ):
+        return [(_uuid_as_text(k, typ.key_type), _uuid_as_text(v, typ.item_type)) for k, v in value]
+    if pa.types.is_struct(typ):
+        return {typ.field(i).name: _uuid_as_text(value.get(typ.field(i).name), typ.field(i).type)
+                for i in range(typ.num_fields)}
+    if typ.num_fields == 1:  # lists of every kind
+        return [_uuid_as_text(v, typ.field(0).type) for v in value]
+    return value
 
 
 class ParquetEncoder(FileEncoder):
@@ -188,7 +341,7 @@ class ParquetEncoder(FileEncoder):
     def __init__(self, fmt: ParquetFormat, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> None:
         super().__init__(out, max_file_size)
         self._schema = schema
-        self._file_schema = parquet_schema(schema)
+        self._file_schema = fmt.file_schema(schema)
         self._cast = not self._file_schema.equals(schema)
         self._target = fmt.row_group_bytes(max_file_size)
         self._writer = pq.ParquetWriter(out, self._file_schema, **fmt.writer_options())
@@ -231,7 +384,7 @@ class ParquetEncoder(FileEncoder):
             return
         table = pa.Table.from_batches(self._pending, schema=self._schema)
         if self._cast:
-            table = table.cast(self._file_schema)
+            table = to_file_table(table, self._file_schema)
         before = self.out.tell()
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))
         self._last_group_encoded = self.out.tell() - before
