@@ -184,10 +184,14 @@ class FileWriter:
             return
         try:
             if not self._layout.partition_by:
-                self._write_explained(self._unpartitioned or self._sequence(""), batch)
+                sequence = self._unpartitioned or self._sequence("")
+                self._flush_rows(sequence)  # rows buffered before the batch go first
+                self._write_explained(sequence, batch)
                 return
             for directory, part in self._partitions(batch):
-                self._write_explained(self._sequence(directory), part)
+                sequence = self._sequence(directory)
+                self._flush_rows(sequence)
+                self._write_explained(sequence, part)
         except HANDLED as exc:
             self._fail(exc)
 
