@@ -161,7 +161,7 @@ def test_batched_dofn_output_copies_exactly_with_the_schema_from_its_element_typ
     assert got.column("amount").to_pylist() == [a + 1 for a in want.column("amount").to_pylist()]
     with duckdb.connect() as con:
         con.register("got", got)
-        assert con.sql("SELECT count(*), sum(id), count(name) FROM got").fetchone() == (
+        assert con.execute("SELECT count(*), sum(id), count(name) FROM got").fetchone() == (
             N, N * (N - 1) // 2, sum(1 for i in range(N) if i % 11))
 
 
