@@ -2,58 +2,75 @@
 
 ::
 
-    rows ─▶ AssignBatchFn ─(batch, row)─▶ GroupByKey ─▶ BatchUploadFn ─BundleReport per batch─▶ Gather
-            blake2b(row) % N                           files P/ID-batch-<bbbb>-<nnnn>.<ext>
+    rows ──────▶ AssignBatchFn ─(batch, row)───────▶ GroupByKey ─▶ BatchUploadFn ─BundleReport per batch─▶ Gather
+    Arrow batch ─▶ (conform) ─(batch, sub-batch)─┘                files P/ID-batch-<bbbb>-<nnnn>.<ext>
+                 row_hashes(rows) % N
 
-A row's batch is ``blake2b(its JSON Lines text) % N``: the row rendered as
-:func:`~beam_s3_sink.formats.jsonl.render_lines` does (its values in schema order, by fixed
-rules), hashed with BLAKE2b, never Python's per-process ``hash()``. So it is the same on every
-worker and every run, and a rerun of the same data writes the same keys. A batch is written by
+A row's batch is ``row_hashes(...) % N`` (:mod:`.arrow_hash`: a 64-bit hash of its values in
+schema order, computed a column at a time with numpy), never Python's per-process
+``hash()``. So it is the same on every worker and every run, and a rerun of the same data
+writes the same keys. Rows and Arrow batches are both conformed to the copy's schema before
+they are hashed, so a dict row and the same values in a ``RecordBatch`` go to the same batch;
+a batch element is split into one sub-batch per batch number (an argsort and a ``take``). A batch is written by
 one worker (the file-writing code is :class:`~beam_s3_sink.writer.FileWriter`, as for
 bundles). A retried batch writes the same keys again under new upload ids; completion
 completes only the uploads of the committed reports and aborts the others, matched by
 (key, upload id).
 
 Rows are hashed after conversion to Arrow, in buffered batches, so that ``1`` and ``1.0`` in
-a float column hash alike. A row that does not fit the schema goes to batch 0, where the
-writer reports it with the usual message.
+a float column hash alike. A row or a batch that does not fit the schema goes to batch 0,
+where the writer reports it with the usual message.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Iterable, List, Mapping, Tuple
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from .formats.jsonl import render_lines
+from .arrow_hash import row_hashes
+from .arrow_input import ARROW_TYPES, BatchError, conform_batches
 from .results import InitState
 from .schema import RowError, as_mapping, rows_to_batch
 from .upload import UploadBase
 
-__all__ = ["batch_numbers", "AssignBatchFn", "BatchUploadFn"]
+__all__ = ["batch_numbers", "split_batch", "AssignBatchFn", "BatchUploadFn"]
 
 _BUFFER_ROWS = 1024
 
 
 def batch_numbers(rows: List[Mapping[str, Any]], schema: pa.Schema, num_batches: int) -> List[int]:
-    """The batch of each row, ``blake2b(row as JSON Lines) % num_batches``.
+    """The batch of each row, ``row_hashes(rows as a batch of schema) % num_batches``.
 
     >>> schema = pa.schema([("id", pa.int64())])
     >>> batch_numbers([{"id": 1}, {"id": 1}, {"id": 2}], schema, 4)
-    [1, 1, 2]
+    [1, 1, 0]
     """
     try:
-        lines = render_lines(rows_to_batch(rows, schema))
+        batch = rows_to_batch(rows, schema)
     except (RowError, pa.ArrowException, TypeError, ValueError):
         if len(rows) == 1:
             return [0]  # does not fit: batch 0's writer reports it
         return [n for row in rows for n in batch_numbers([row], schema, num_batches)]
-    return [int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "big") % num_batches
-            for line in lines]
+    return (row_hashes(batch) % np.uint64(num_batches)).astype(np.int64).tolist()
+
+
+def split_batch(batch: pa.RecordBatch, num_batches: int) -> List[Tuple[int, pa.RecordBatch]]:
+    """(batch number, sub-batch) for each batch number the rows of ``batch`` hash to.
+
+    >>> [(n, b.num_rows) for n, b in split_batch(pa.record_batch({"id": [1, 1, 2]}), 4)]
+    [(0, 1), (1, 2)]
+    """
+    numbers = (row_hashes(batch) % np.uint64(num_batches)).astype(np.int64)
+    order = np.argsort(numbers, kind="stable")
+    ordered = numbers[order]
+    starts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), batch.num_rows]
+    taken = batch.take(pa.array(order))
+    return [(int(ordered[a]), taken.slice(a, b - a)) for a, b in zip(starts, starts[1:])]
 
 
 class AssignBatchFn(beam.DoFn):
@@ -67,6 +84,9 @@ class AssignBatchFn(beam.DoFn):
         self._buffer: List[Mapping[str, Any]] = []
 
     def process(self, row: Any) -> Iterable[Tuple[int, Any]]:
+        if type(row) is not dict and isinstance(row, ARROW_TYPES):
+            yield from self._split(row)
+            return
         try:
             self._buffer.append(dict(as_mapping(row)))
         except RowError:
@@ -74,6 +94,15 @@ class AssignBatchFn(beam.DoFn):
             return
         if len(self._buffer) >= _BUFFER_ROWS:
             yield from self._flush()
+
+    def _split(self, data: Any) -> Iterable[Tuple[int, Any]]:
+        try:
+            batches = conform_batches(data, self._schema)
+        except BatchError:
+            yield 0, data  # does not fit: batch 0's writer reports it
+            return
+        for batch in batches:
+            yield from split_batch(batch, self._num_batches)
 
     def finish_bundle(self) -> Iterable[WindowedValue]:
         for pair in self._flush():

@@ -63,6 +63,8 @@ def resolve_schema(schema: Optional[pa.Schema], element_type: Any) -> pa.Schema:
             "CopyToS3: the input PCollection has no schema. Pass schema=pa.schema([...]), or make "
             "the elements NamedTuples or beam.Row (for example "
             "beam.Map(lambda r: beam.Row(id=int(r['id']), ...))) so that Beam knows the schema. "
+            "For pyarrow Table/RecordBatch elements (e.g. from beam.io.ReadFromParquetBatched, whose "
+            "element type is Any), pass their schema, e.g. schema=pyarrow.parquet.read_schema(path). "
             f"The element type is {element_type!r}.")
     return derived
 

@@ -31,6 +31,9 @@ Guarantees, as for bundles (see :mod:`.upload`):
   at a time into the usual bounded buffers of :mod:`.writer`.
 * A chunk of rows that does not convert to the schema is shipped as the rows themselves
   (pickled), and the writer reports the row with its usual message, naming the column.
+* ``pyarrow.RecordBatch``/``Table`` elements (and a batched ``DoFn``'s tables, through
+  :class:`ArrowSpillFn`) are conformed to the schema once and go into the blob as they are;
+  one that does not fit travels as it is and the writer reports it, naming the column.
 
 Files per worker: one DoFn instance per concurrent bundle, each with one key per
 ``GROUP_BYTES`` of data, so a copy smaller than ``GROUP_BYTES`` per instance gives one file per
@@ -51,12 +54,13 @@ from apache_beam.internal import pickler
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
+from .arrow_input import conform_batches, is_arrow
 from .keys import new_token
 from .results import InitState
 from .schema import RowError, as_mapping, rows_to_batch
 from .upload import UploadBase
 
-__all__ = ["SpillFn", "WriteSpilledFn", "encode_blob", "decode_blob", "BLOB_BYTES", "GROUP_BYTES"]
+__all__ = ["SpillFn", "ArrowSpillFn", "WriteSpilledFn", "encode_blob", "decode_blob", "BLOB_BYTES", "GROUP_BYTES"]
 
 BLOB_BYTES = 8 * 2**20
 """Arrow bytes of rows per blob, at most (about): what a ``SpillFn`` holds."""
@@ -116,6 +120,8 @@ class SpillFn(beam.DoFn):
         self._chunk_rows = 1024
 
     def process(self, row: Any) -> Iterable[Tuple[str, bytes]]:
+        if type(row) is not dict and is_arrow(row):
+            return self._add_arrow(row)
         try:
             self._rows.append(as_mapping(row))
         except RowError:
@@ -145,6 +151,22 @@ class SpillFn(beam.DoFn):
         self._held += batch.nbytes
         return [self._send()] if self._held >= self._blob_bytes else []
 
+    def _add_arrow(self, data: Any) -> List[Tuple[str, bytes]]:
+        """A ``RecordBatch``/``Table`` element: conformed once and held as it is (no Python
+        value per row); one that does not fit is shipped as it is, for the writer to report."""
+        out = self._convert()  # rows that came before it go first
+        try:
+            batches = conform_batches(data, self._schema)
+        except (ValueError, TypeError, pa.ArrowException):
+            out.append(self._send_rows([data]))
+            return out
+        for batch in batches:
+            self._batches.append(batch)
+            self._held += batch.nbytes
+        if self._held >= self._blob_bytes:
+            out.append(self._send())
+        return out
+
     def _key(self, size: int) -> str:
         if self._in_group and self._in_group + size > self._group_bytes:
             self._group, self._in_group = self._group + 1, 0
@@ -157,6 +179,18 @@ class SpillFn(beam.DoFn):
 
     def _send_rows(self, rows: List[Any]) -> Tuple[str, bytes]:
         return self._key(0), _encode_rows(rows)
+
+
+class ArrowSpillFn(SpillFn):
+    """:class:`SpillFn` that also takes a batched ``DoFn``'s ``pa.Table`` batches as they are
+    (see :mod:`.arrow_upload`)."""
+
+    def get_input_batch_type(self, input_element_type: Any) -> Any:
+        return pa.Table
+
+    @beam.DoFn.yields_elements
+    def process_batch(self, batch: pa.Table) -> Iterable[Tuple[str, bytes]]:
+        return self._add_arrow(batch)
 
 
 class WriteSpilledFn(UploadBase):

@@ -32,6 +32,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.pvalue import AsList, AsSingleton, PCollection
 
+from .arrow_upload import ArrowAssignBatchFn, ArrowUploadFn, takes_batches
 from .batches import AssignBatchFn, BatchUploadFn
 from .completion import FinishFn, MergeReports
 from .config import S3Config, resolve_config
@@ -41,7 +42,7 @@ from .init import PrepareFn
 from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
 from .layout import DEFAULT_MAX_OPEN_FILES, Layout
 from .schema import resolve_schema
-from .spill import SpillFn, WriteSpilledFn
+from .spill import ArrowSpillFn, SpillFn, WriteSpilledFn
 from .upload import UploadFn
 
 __all__ = ["CopyToS3", "parse_size"]
@@ -96,6 +97,9 @@ class CopyToS3(beam.PTransform):
       uri: ``s3://bucket[/path]``; the path must be empty but for objects of this sink id.
       format: ``"parquet"``, ``"csv"``, or a format object such as ``CsvFormat(header=True)``.
       schema: a ``pyarrow.Schema``; optional when the PCollection has a Beam schema.
+        Elements may be rows or ``pyarrow.Table``/``RecordBatch`` batches, mixed; batches
+        are conformed to the schema (columns by name, lossless casts; see
+        :mod:`beam_s3_sink.arrow_input`).
       max_file_size: bytes per data file (an int, or a string such as ``"256MB"``).
       sink_id: names every object of this copy; reruns with the same id are idempotent.
         Default: a fresh id made when the pipeline is built.
@@ -172,20 +176,23 @@ class CopyToS3(beam.PTransform):
         init = (pipeline
                 | "Start" >> beam.Create([None])
                 | "Prepare" >> beam.ParDo(PrepareFn(keys, config, self._if_exists), AsList(errors)))
+        batched = takes_batches(rows.element_type)  # a batched DoFn's pa.Table batches as they are
         if self._num_batches is None and not shuffles_spills(pipeline):
             reports = rows | "Upload" >> beam.ParDo(
-                UploadFn(keys, config, self._format, schema, self._max_file_size, self._layout),
+                (ArrowUploadFn if batched else UploadFn)(
+                    keys, config, self._format, schema, self._max_file_size, self._layout),
                 AsSingleton(init))
         elif self._num_batches is None:
             reports = (rows
-                       | "Spill" >> beam.ParDo(SpillFn(schema))
+                       | "Spill" >> beam.ParDo((ArrowSpillFn if batched else SpillFn)(schema))
                        | "GatherSpilled" >> beam.GroupByKey()
                        | "WriteSpilled" >> beam.ParDo(
                            WriteSpilledFn(keys, config, self._format, schema, self._max_file_size,
                                           self._layout), AsSingleton(init)))
         else:
             reports = (rows
-                       | "AssignBatches" >> beam.ParDo(AssignBatchFn(schema, self._num_batches))
+                       | "AssignBatches" >> beam.ParDo(
+                           (ArrowAssignBatchFn if batched else AssignBatchFn)(schema, self._num_batches))
                        | "GroupBatches" >> beam.GroupByKey()
                        | "UploadBatches" >> beam.ParDo(
                            BatchUploadFn(keys, config, self._format, schema, self._max_file_size,

@@ -18,7 +18,14 @@ With partitions, memory stays bounded however many partitions the rows spread ov
   (``buffer_bytes`` of Arrow data); past that, the largest buffer is written out.
 
 So rows that cycle over more partitions than files may be open are still gathered into
-buffer-sized runs, rather than a file per row. ``finish`` closes everything and returns the :class:`BundleReport`; the
+buffer-sized runs, rather than a file per row.
+
+Arrow elements (``RecordBatch``/``Table``, see :mod:`.arrow_input`) skip the row buffer: each
+is conformed to the schema once, split by partition with Arrow compute (a dictionary code
+per partition column, one stable argsort, a ``take`` per partition) and handed to the
+encoders as it is::
+
+    batch ─▶ conform ─▶ [partition_by: codes ─▶ argsort ─▶ take per partition] ─▶ encoder ``finish`` closes everything and returns the :class:`BundleReport`; the
 first error stops the writer, aborts what it had open and becomes the report's error.
 
 Used by :class:`~beam_s3_sink.upload.UploadFn` (one writer per bundle, files named by a
@@ -42,6 +49,7 @@ from .formats.base import FileEncoder, Format
 from .layout import Layout
 from .results import BundleReport, PendingFile
 from .s3 import MultipartStream, S3RequestError
+from .arrow_input import ARROW_TYPES, conform_batches
 from .schema import RowError, as_mapping, rows_to_batch
 
 __all__ = ["FileWriter", "EncodeError", "HANDLED"]
@@ -131,6 +139,9 @@ class FileWriter:
         """Buffer one row (dict, ``beam.Row`` or NamedTuple); a no-op after an error."""
         if self.error is not None:
             return
+        if type(row) is not dict and isinstance(row, ARROW_TYPES):
+            self.add_arrow(row)
+            return
         try:
             mapping = as_mapping(row)
             if not self._layout.partition_by:
@@ -151,32 +162,78 @@ class FileWriter:
         except HANDLED as exc:
             self._fail(exc)
 
+    def add_arrow(self, data: Any, source: Optional[str] = None) -> None:
+        """Conform a ``RecordBatch`` or ``Table`` to the schema (see :mod:`.arrow_input`) and
+        write it with :meth:`add_batch`; a batch that does not fit fails the writer, naming
+        the column, both types and ``source``."""
+        if self.error is not None:
+            return
+        try:
+            batches = conform_batches(data, self._schema, source)
+        except HANDLED as exc:
+            self._fail(exc)
+            return
+        for batch in batches:
+            self.add_batch(batch)
+
     def add_batch(self, batch: pa.RecordBatch) -> None:
-        """Write one Arrow batch already conformed to the copy's schema (partition columns
-        included); a no-op after an error. Without ``partition_by`` it goes to the encoder
-        as it is; with partitions it is split by directory with ``take`` (Python touches only
-        the partition columns' values)."""
+        """Write a record batch of exactly the copy's schema (no Python value per row).
+
+        With ``partition_by`` the batch is split by partition with Arrow compute; every
+        partition's part goes to its sequence's open file, as rows do, so ``max_file_size``,
+        row-group sizes and ``max_open_files`` hold alike. A no-op after an error."""
         if self.error is not None or not batch.num_rows:
             return
         try:
             if not self._layout.partition_by:
                 sequence = self._unpartitioned or self._sequence("")
-                self._flush_rows(sequence)  # keep the rows' order
-                self._write_checked(sequence, batch)
+                self._flush_rows(sequence)  # rows buffered before the batch go first
+                self._write_explained(sequence, batch)
                 return
-            keys = batch.select(list(self._layout.partition_by)).to_pylist()
-            groups: Dict[str, List[int]] = {}
-            for index, key in enumerate(keys):
-                groups.setdefault(self._layout.directory(key, self._schema), []).append(index)
-            keep = [i for i, name in enumerate(batch.schema.names)
-                    if self._layout.keep_partition_columns or name not in self._layout.partition_by]
-            for directory, indices in groups.items():
+            for directory, part in self._partitions(batch):
                 sequence = self._sequence(directory)
                 self._flush_rows(sequence)
-                part = batch.take(pa.array(indices, pa.int64())) if len(indices) < batch.num_rows else batch
-                self._write_checked(sequence, part.select(keep))
+                self._write_explained(sequence, part)
         except HANDLED as exc:
             self._fail(exc)
+
+    def _partitions(self, batch: pa.RecordBatch) -> List[Any]:
+        """(directory, file batch) per partition in ``batch``: one code per row (a
+        dictionary index per partition column, combined), one stable argsort, one take."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        code = np.zeros(batch.num_rows, dtype=np.int64)
+        for name in self._layout.partition_by:
+            encoded = pc.dictionary_encode(batch.column(name))
+            width = len(encoded.dictionary) + 1
+            indices = pc.fill_null(encoded.indices, width - 1).to_numpy(zero_copy_only=False)
+            code = code * width + indices
+        names = self._file_schema.names
+        if (code == code[0]).all():
+            runs = [(0, batch)]
+        else:
+            order = np.argsort(code, kind="stable")
+            ordered = code[order]
+            starts = np.flatnonzero(np.diff(ordered)) + 1
+            taken = batch.take(pa.array(order))
+            bounds = [0, *starts.tolist(), batch.num_rows]
+            runs = [(int(order[a]), taken.slice(a, b - a)) for a, b in zip(bounds, bounds[1:])]
+        out = []
+        for first, part in runs:
+            values = {name: batch.column(name)[first].as_py() for name in self._layout.partition_by}
+            directory = self._layout.directory(values, self._schema)
+            out.append((directory, pa.RecordBatch.from_arrays(
+                [part.column(n) for n in names], schema=self._file_schema)))
+        return out
+
+    def _write_explained(self, sequence: "_Sequence", batch: pa.RecordBatch) -> None:
+        try:
+            self._write(sequence, batch)
+        except S3RequestError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any encoder failure: explained, not lost
+            raise EncodeError(self._explain_encode_error(batch, exc)) from exc
 
     def _sequence(self, directory: str) -> _Sequence:
         sequence = self._sequences.get(directory)
@@ -217,15 +274,7 @@ class FileWriter:
         batch = rows_to_batch(rows, self._file_schema)
         per_row = max(1, batch.nbytes // max(1, batch.num_rows))
         self._batch_rows = max(1, min(MAX_BATCH_ROWS, self._buffer_bytes // per_row))
-        self._write_checked(sequence, batch)
-
-    def _write_checked(self, sequence: _Sequence, batch: pa.RecordBatch) -> None:
-        try:
-            self._write(sequence, batch)
-        except S3RequestError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any encoder failure: explained, not lost
-            raise EncodeError(self._explain_encode_error(batch, exc)) from exc
+        self._write_explained(sequence, batch)
 
     def _write(self, sequence: _Sequence, batch: Optional[pa.RecordBatch]) -> None:
         while batch is not None and batch.num_rows:

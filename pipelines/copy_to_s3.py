@@ -38,7 +38,7 @@ from beam_s3_sink import CopyToS3, S3Config
 from beam_s3_sink.formats import resolve_format
 from pipelines.progress import ProgressLine, RowCounter
 from pipelines.schema_text import SchemaSyntaxError, format_schema, load_schema
-from pipelines.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source
+from pipelines.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source, source_totals
 
 __all__ = ["main", "build_parser", "plan_copy", "CopyPlan", "UsageError"]
 
@@ -146,6 +146,8 @@ class CopyPlan:
     output: str
     pipeline: beam.Pipeline
     progress_dir: Optional[str]  # where local workers report rows read; None for remote ones
+    total_rows: Optional[int] = None  # for the progress line: Parquet footers' rows, generate's rows
+    total_bytes: Optional[int] = None  # CSV/JSON Lines: the files' bytes
 
 
 def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPlan:
@@ -179,8 +181,9 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         raise UsageError(str(exc)) from None
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc).replace("CopyToS3: ", "", 1)) from None
+    total_rows, total_bytes = source_totals(source)
     return CopyPlan(source, schema, transform, args.format.lower(), args.output.rstrip("/"), pipeline,
-                    local)
+                    local, total_rows, total_bytes)
 
 
 def _format(args: argparse.Namespace) -> Any:
@@ -224,7 +227,8 @@ def run(plan: CopyPlan, out: Any = sys.stdout) -> int:
     print(format_schema(plan.schema), file=out, flush=True)
     started = time.monotonic()
     try:
-        with ProgressLine(plan.progress_dir) as progress:
+        with ProgressLine(plan.progress_dir, total_rows=plan.total_rows,
+                          total_bytes=plan.total_bytes) as progress:
             progress.result = plan.pipeline.run()
             state = progress.result.wait_until_finish()
     except Exception as exc:  # the runner's wrapping of the worker's error: keep its message

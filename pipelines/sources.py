@@ -2,18 +2,24 @@
 
 Files are matched by a glob through Beam's ``FileSystems``, so a pattern may be local or
 ``s3://`` (Beam's S3 file system, configured by the ``--s3_*`` pipeline flags), and ``.gz`` /
-``.bz2`` / ``.zst`` files are decompressed by their extension. Every source turns its data into
-Arrow batches of the copy's schema, then into rows for :class:`~beam_s3_sink.CopyToS3`::
+``.bz2`` / ``.zst`` files are decompressed by their extension. Every file source turns its data into
+Arrow tables of the copy's schema and hands them to :class:`~beam_s3_sink.CopyToS3` as they
+are (no Python value per row)::
 
-    parquet  ReadFromParquetBatched ─▶ tables ──────────────┐
-    jsonl    ReadFromText ─▶ BatchElements ─▶ pyarrow.json ─┤
-    csv      MatchFiles ─▶ ReadMatches ─▶ pyarrow.csv ──────┼─▶ check against schema ─▶ rows
-    generate Create(shards) ─▶ orders_shard ────────────────┘   (and count rows read)
+    parquet  MatchFiles ─▶ row groups (footers) ─┐
+    csv      MatchFiles ────────────────────────┼─▶ Reshuffle ─▶ pyarrow reader ─▶ check against ─▶ tables
+    jsonl    MatchFiles ────────────────────────┘               (row group,        schema, with
+                                                                  open_csv blocks,  the file's name
+                                                                  JSON line blocks) (count rows, bytes)
+    generate Create(shards) ─▶ orders_shard ─▶ rows
 
-CSV is read per file, not with ``ReadFromText``, because a quoted CSV field may hold a line
-break; pyarrow's readers (not Beam's pandas-based ``ReadFromCsv``/``ReadFromJson``) parse the
-text straight into the schema's types, so that integers with NULLs, decimals and timestamps
-with a zone arrive exactly.
+Parquet is read a row group at a time (``ParquetFile.read_row_group``), so that the row groups
+of one large file spread over the workers; CSV with pyarrow's streaming ``open_csv`` per file
+(a quoted field may hold a line break), JSON Lines in blocks of whole lines with
+``pyarrow.json``. pyarrow parses the text straight into the schema's types (not Beam's
+pandas-based ``ReadFromCsv``/``ReadFromJson``), so that integers with NULLs, decimals and
+timestamps with a zone arrive exactly. ``.gz``/``.bz2``/``.zst`` files are decompressed by
+pyarrow's codecs while the compressed bytes read are counted for the progress line.
 
 Before the pipeline is built, :func:`plan_source` checks what can be checked from here: that
 the pattern matches readable files, and that the first file's first block fits the schema
@@ -25,7 +31,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
@@ -38,7 +44,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.orders import ORDERS_SCHEMA, SHARD_ROWS, orders_shard
 from pipelines.progress import RowCounter
 
-__all__ = ["SourceError", "Source", "parse_source", "plan_source", "ReadSource"]
+__all__ = ["SourceError", "Source", "parse_source", "plan_source", "source_totals", "ReadSource"]
 
 KINDS = ("csv", "jsonl", "parquet")
 _EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
@@ -239,56 +245,160 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class _ToRows(beam.DoFn):
-    """Arrow tables (or JSON line batches) of one source in, rows of the schema out, counted."""
+_PYARROW_CODECS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 
-    def __init__(self, schema: pa.Schema, counter: RowCounter, parse: str) -> None:
+
+def _open_raw(path: str) -> Any:
+    """The file's bytes as stored (compressed or not), for counting bytes read."""
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def _decompressed(raw: Any, path: str) -> Any:
+    """A pyarrow stream of the file's decompressed bytes (pyarrow's codecs, by extension),
+    or Beam's decompressing reader for the codecs pyarrow lacks."""
+    lower = path.lower()
+    for suffix, codec in _PYARROW_CODECS.items():
+        if lower.endswith(suffix):
+            return pa.input_stream(raw, compression=codec)
+    if lower.endswith((".deflate", ".lzma")):
+        raw.close()
+        return FileSystems.open(path)
+    return pa.PythonFile(raw, mode="r")
+
+
+class _ReadBatches(beam.DoFn):
+    """One file (CSV, JSON Lines) or one Parquet row group in, Arrow tables of the schema out.
+
+    No Python value per row: pyarrow parses into the schema's types and the tables go to
+    CopyToS3 as they are. Every table is checked against the schema with the file's name,
+    so a file that does not fit fails naming the file and the column."""
+
+    def __init__(self, schema: pa.Schema, counter: RowCounter, kind: str) -> None:
         self._schema = schema
         self._counter = counter
-        self._parse = parse
+        self._kind = kind
 
     def setup(self) -> None:
         self._counter.setup()
 
-    def process(self, element: Any) -> Iterator[Dict[str, Any]]:
-        if self._parse == "csv":
-            tables: Iterator[pa.Table] = self._read_csv(element)
-        elif self._parse == "jsonl":
-            tables = iter([self._parse_json(element)])
+    def process(self, element: Any) -> Iterator[pa.Table]:
+        if self._kind == "parquet":
+            path, group = element
+            tables: Iterator[Tuple[pa.Table, int]] = self._read_row_group(path, group)
         else:
-            tables = iter([element])
-        where = element.metadata.path if self._parse == "csv" else f"a {self._parse} batch"
-        for table in tables:
+            path = element
+            tables = self._read_csv(path) if self._kind == "csv" else self._read_json(path)
+        for table, size in tables:
             try:
                 table = conform(table, self._schema)
             except SourceError as exc:
-                raise SourceError(f"{where}: {exc}") from None
-            self._counter.add(table.num_rows)
-            yield from table.to_pylist()
+                raise SourceError(f"{path}: {exc}") from None
+            self._counter.add(table.num_rows, size)
+            yield table
 
-    def _read_csv(self, readable: Any) -> Iterator[pa.Table]:
-        path = readable.metadata.path
+    def _read_row_group(self, path: str, group: int) -> Iterator[Tuple[pa.Table, int]]:
         try:
-            with readable.open() as f:
-                reader = pacsv.open_csv(f, read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
+            with _parquet_file(path) as f:
+                parquet = pq.ParquetFile(f)
+                table = parquet.read_row_group(group)
+                size = parquet.metadata.row_group(group).total_byte_size
+        except (OSError, pa.ArrowException) as exc:
+            raise SourceError(f"{path}: {_first_line(exc)}") from None
+        yield table, size
+
+    def _read_csv(self, path: str) -> Iterator[Tuple[pa.Table, int]]:
+        try:
+            with _open_raw(path) as raw:
+                reader = pacsv.open_csv(_decompressed(raw, path),
+                                        read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
                                         convert_options=csv_convert_options(self._schema))
+                done = 0
                 for batch in reader:
-                    yield decode_bytea(pa.Table.from_batches([batch]), self._schema)
+                    position = _tell(raw, done)
+                    yield decode_bytea(pa.Table.from_batches([batch]), self._schema), position - done
+                    done = position
         except pa.ArrowException as exc:
             raise SourceError(f"{path}: {_first_line(exc)}") from None
 
-    def _parse_json(self, lines: List[Any]) -> pa.Table:
-        encoded = [line.encode("utf-8") if isinstance(line, str) else line for line in lines]
-        try:
-            return parse_json_lines(encoded, self._schema)
-        except pa.ArrowException as exc:
-            raise SourceError(explain_json(encoded, self._schema, exc)) from None
+    def _read_json(self, path: str) -> Iterator[Tuple[pa.Table, int]]:
+        """JSON Lines in blocks of whole lines, each parsed by ``pyarrow.json`` into the schema."""
+        with _open_raw(path) as raw:
+            stream = _decompressed(raw, path)
+            rest, done = b"", 0
+            while True:
+                block = stream.read(SAMPLE_BYTES)
+                data = rest + block
+                cut = data.rfind(b"\n") + 1 if block else len(data)
+                data, rest = data[:cut], data[cut:]
+                lines = [line for line in data.splitlines() if line.strip()]
+                if lines:
+                    try:
+                        table = parse_json_lines(lines, self._schema)
+                    except pa.ArrowException as exc:
+                        raise SourceError(f"{path}: {explain_json(lines, self._schema, exc)}") from None
+                    position = _tell(raw, done)
+                    yield table, position - done
+                    done = position
+                if not block:
+                    return
 
     def finish_bundle(self) -> None:
         self._counter.flush()
 
     def teardown(self) -> None:
         self._counter.flush()
+
+
+def _tell(raw: Any, default: int) -> int:
+    try:
+        return int(raw.tell())
+    except (OSError, ValueError, AttributeError):
+        return default
+
+
+def _parquet_file(path: str) -> Any:
+    """A local Parquet file by its path (pyarrow reads it natively), else Beam's file system."""
+    import contextlib
+    import os
+
+    if "://" not in path and os.path.exists(path):
+        return contextlib.nullcontext(path)
+    return _open_raw(path)
+
+
+class _RowGroups(beam.DoFn):
+    """A Parquet file's path in, (path, row group) out, one per row group in its footer."""
+
+    def process(self, path: str) -> Iterator[Tuple[str, int]]:
+        try:
+            with _parquet_file(path) as f:
+                groups = pq.ParquetFile(f).metadata.num_row_groups
+        except (OSError, pa.ArrowException) as exc:
+            raise SourceError(f"{path}: {_first_line(exc)}") from None
+        for group in range(groups):
+            yield path, group
+
+
+def source_totals(source: Source) -> Tuple[Optional[int], Optional[int]]:
+    """(rows, bytes) the source holds, for the progress line: Parquet's rows from the footers,
+    the files' bytes for CSV and JSON Lines, the row count for generate; None where unknown."""
+    if source.kind == "generate":
+        return source.rows, None
+    try:
+        matched = FileSystems.match([source.pattern])[0].metadata_list
+    except Exception:  # noqa: BLE001 - planning already said whether it matches
+        return None, None
+    if source.kind != "parquet":
+        return None, sum(m.size_in_bytes for m in matched)
+    rows = 0
+    for m in matched:
+        if m.size_in_bytes > 0:
+            try:
+                with _parquet_file(m.path) as f:
+                    rows += pq.ParquetFile(f).metadata.num_rows
+            except (OSError, pa.ArrowException):
+                return None, None
+    return rows, None
 
 
 class _Generate(beam.DoFn):
@@ -310,7 +420,8 @@ class _Generate(beam.DoFn):
 
 
 class ReadSource(beam.PTransform):
-    """Read ``source`` as rows (dicts) of ``schema``, counting rows read on ``counter``.
+    """Read ``source`` as Arrow tables of ``schema`` (rows, dicts, for generate), counting rows read
+    on ``counter``.
 
     >>> rows = p | ReadSource(parse_source("in/*.csv"), schema, RowCounter())  # doctest: +SKIP
     """
@@ -326,18 +437,12 @@ class ReadSource(beam.PTransform):
         if source.kind == "generate":
             shards = list(range((source.rows + SHARD_ROWS - 1) // SHARD_ROWS))
             return p | "Shards" >> beam.Create(shards) | "Generate" >> beam.ParDo(_Generate(source.rows, counter))
-        if source.kind == "parquet":
-            tables = p | "ReadParquet" >> beam.io.ReadFromParquetBatched(source.pattern)
-        elif source.kind == "jsonl":
-            tables = (p | "ReadLines" >> beam.io.ReadFromText(source.pattern)
-                      | "SkipBlank" >> beam.Filter(lambda line: bool(line.strip()))
-                      | "Batch" >> beam.BatchElements(min_batch_size=JSON_BATCH_LINES,
-                                                      max_batch_size=JSON_BATCH_LINES))
-        else:
-            from apache_beam.io import fileio
+        from apache_beam.io import fileio
 
-            tables = (p | "Match" >> fileio.MatchFiles(source.pattern)
-                      | "Open" >> fileio.ReadMatches()
-                      | "Reshuffle" >> beam.Reshuffle())
-        return tables | "ToRows" >> beam.ParDo(_ToRows(self._schema, counter, source.kind))
+        paths = (p | "Match" >> fileio.MatchFiles(source.pattern)
+                 | "Paths" >> beam.FlatMap(lambda m: [m.path] if m.size_in_bytes > 0 else []))
+        if source.kind == "parquet":
+            paths = paths | "RowGroups" >> beam.ParDo(_RowGroups())
+        return (paths | "Reshuffle" >> beam.Reshuffle()
+                | "ReadBatches" >> beam.ParDo(_ReadBatches(self._schema, counter, source.kind)))
 

@@ -19,11 +19,13 @@ SHARD_ROWS = 5000
 def run_copy(rows: Sequence[Any] = (), args: Optional[List[str]] = None, *,
              generate: Optional[Tuple[Callable[[int], Any], int]] = None,
              counters: Optional[Dict[str, int]] = None,
+             source: Optional[Callable[[Any], Any]] = None,
              **copy_kwargs: Any) -> CopyToResult:
     """Run a pipeline that copies ``rows`` and return its single result (via a temp file).
 
     ``generate=(make_row, n)`` makes rows ``make_row(0..n-1)`` inside the pipeline, in shards
     spread over the workers, instead of shipping them through ``Create`` (slow for many rows).
+    ``source(pipeline)``, if given, makes the input PCollection instead (e.g. a Parquet read).
     ``counters``, a dict, receives the pipeline's ``beam_s3_sink`` counters by name.
     """
     import os
@@ -34,7 +36,9 @@ def run_copy(rows: Sequence[Any] = (), args: Optional[List[str]] = None, *,
     out.close()
     options = PipelineOptions(args or ["--runner=DirectRunner"])
     with beam.Pipeline(options=options) as p:
-        if generate is not None:
+        if source is not None:
+            pcoll = source(p)
+        elif generate is not None:
             make_row, count = generate
             pcoll = (p | "Shards" >> beam.Create(list(range(0, count, SHARD_ROWS)))
                      | "Generate" >> beam.FlatMap(

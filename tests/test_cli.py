@@ -251,3 +251,60 @@ def test_the_sdist_beam_stages_for_workers_installs_and_copies(s3_endpoint, s3_c
     assert read_manifest(s3_client, bucket, "staged/_staged-manifest.json")["rows"] == 12000
     [key] = data_keys(s3_client, bucket, "staged/")
     assert get_bytes(s3_client, bucket, key).startswith(b"order_id,customer_id,")
+
+
+def test_compressed_csv_and_jsonl_read_by_pyarrow_codecs(s3_endpoint, s3_client, bucket, tmp_path):
+    import gzip
+
+    rows = expected_rows(1500)
+    write_csv(str(tmp_path / "plain.csv"), rows)
+    (tmp_path / "a.csv.gz").write_bytes(gzip.compress((tmp_path / "plain.csv").read_bytes()))
+    completed = cli(s3_endpoint, "--source", str(tmp_path / "a.csv.gz"), "--schema", SCHEMA,
+                    "--output", f"s3://{bucket}/csvgz")
+    assert completed.returncode == 0, completed.stderr
+    assert rows_of(s3_client, bucket, "csvgz/").to_pylist() == rows
+    with pa.CompressedOutputStream(str(tmp_path / "b.jsonl.zst"), "zstd") as out:
+        out.write(jsonl(rows))
+    completed = cli(s3_endpoint, "--source", str(tmp_path / "b.jsonl.zst"), "--schema",
+                    SCHEMA.replace("decimal(12,2)", "float64"), "--output", f"s3://{bucket}/jsonzst")
+    assert completed.returncode == 0, completed.stderr
+    assert rows_of(s3_client, bucket, "jsonzst/").column("id").to_pylist() == list(range(1500))
+
+
+def test_a_parquet_file_that_does_not_fit_fails_naming_the_file_and_the_column(s3_endpoint, s3_client, bucket,
+                                                                                tmp_path):
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()),
+                        ("amount", pa.decimal128(12, 2)), ("at", pa.timestamp("us", tz="UTC"))])
+    good = pa.Table.from_pylist(expected_rows(300), schema=schema)
+    pq.write_table(good, tmp_path / "part-0.parquet", row_group_size=100)
+    bad = good.set_column(2, "amount", pa.array(["x"] * good.num_rows))
+    pq.write_table(bad, tmp_path / "part-1.parquet", row_group_size=100)
+    completed = cli(s3_endpoint, "--source", str(tmp_path / "part-*.parquet"), "--output", f"s3://{bucket}/out")
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    line = error_line(completed)
+    assert "part-1.parquet" in line and "column 'amount' is string in the data" in line, line
+    assert "decimal128(12, 2)" in line, line
+    assert data_keys(s3_client, bucket, "out/") == [], "no data file may be visible"
+
+
+def test_progress_line_shows_percent_rate_and_time_left_against_the_total(tmp_path):
+    import time as clock
+
+    from pipelines.progress import ProgressLine, RowCounter
+
+    counter = RowCounter(str(tmp_path))
+    counter.setup()
+    out = io.StringIO()
+    with ProgressLine(str(tmp_path), out=out, log_every=0.1, total_rows=1000):
+        counter.add(250)
+        counter.flush()
+        clock.sleep(0.5)
+    lines = out.getvalue().splitlines()
+    assert lines and re.fullmatch(r"progress: 25% \(250 of 1,000 rows\), [\d,]+ rows/s, \d+ s elapsed, "
+                                  r"about \d+ s left", lines[0]), lines
+    out = io.StringIO()
+    with ProgressLine(str(tmp_path), out=out, log_every=0.1, total_bytes=10_000):
+        counter.add(10, 5000)
+        counter.flush()
+        clock.sleep(0.5)
+    assert "progress: 50% (5.00 kB of 10.0 kB, 260 rows)" in out.getvalue(), out.getvalue()

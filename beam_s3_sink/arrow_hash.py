@@ -1,0 +1,164 @@
+"""A stable 64-bit hash per row of a record batch, computed a column at a time with numpy.
+
+``num_batches`` keys each row by ``hash(row) % N``. The hash must be the same on every worker
+and every run (never Python's salted ``hash()``), the same for a row given as a dict and for
+the same values in a ``RecordBatch`` (both are conformed to the copy's schema first, so equal
+values have equal bytes), and cheap: no Python per row. Per column::
+
+    fixed width (ints, dates, timestamps, decimals...) ─▶ value bytes as uint64 lanes ─┐
+    floats ─▶ -0.0 as 0.0, one NaN ─▶ bits ─────────────────────────────────────────────┤
+    bool ─▶ 0/1 ────────────────────────────────────────────────────────────────────────┼─▶ splitmix64
+    string/binary/views ─▶ Σ byte·P^i over the value (prefix sums, numpy) and its length ─────┤   NULL: a constant
+    anything else (lists, structs, maps) ─▶ its JSON text, value by value ─────────────┘
+                                                 row hash = mix(row hash · K + column hash), in schema order
+
+Arithmetic is numpy's ``uint64`` (wrapping modulo 2**64), so the figures are the same on
+every platform. Strings are hashed in slices of at most ``_CHUNK_ROWS`` rows to bound the
+temporary arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["row_hashes"]
+
+_P = np.uint64(0x100000001B3)  # FNV's 64-bit prime: odd, so invertible modulo 2**64
+_P_INVERSE = np.uint64(pow(0x100000001B3, -1, 2**64))
+_K = np.uint64(0x9E3779B97F4A7C15)
+_NULL = np.uint64(0x5851F42D4C957F2D)
+_CHUNK_ROWS = 65536
+_U64 = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, element-wise."""
+    x = x.copy()
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x
+
+
+def row_hashes(batch: pa.RecordBatch) -> np.ndarray:
+    """One ``uint64`` per row, from every column's values in schema order.
+
+    >>> h = row_hashes(pa.record_batch({"id": [1, 2, 1], "s": ["a", "b", "a"]}))
+    >>> bool(h[0] == h[2]), bool(h[0] != h[1])
+    (True, True)
+    """
+    with np.errstate(over="ignore"):
+        powers = _Powers()
+        out = np.zeros(batch.num_rows, dtype=np.uint64)
+        for column in batch.columns:
+            out = _mix(out * _K + _column_hash(column, powers))
+        return out
+
+
+class _Powers:
+    """P**i and P**-i for i up to the longest slice of bytes seen, made once per batch."""
+
+    def __init__(self) -> None:
+        self.up = np.ones(1, dtype=np.uint64)
+        self.down = np.ones(1, dtype=np.uint64)
+
+    def upto(self, n: int) -> "_Powers":
+        if len(self.up) <= n:
+            size = max(n + 1, 2 * len(self.up))
+            self.up = np.cumprod(np.concatenate([np.ones(1, np.uint64), np.full(size - 1, _P, np.uint64)]),
+                                 dtype=np.uint64)
+            self.down = np.cumprod(np.concatenate([np.ones(1, np.uint64),
+                                                   np.full(size - 1, _P_INVERSE, np.uint64)]), dtype=np.uint64)
+        return self
+
+
+def _column_hash(array: pa.Array, powers: _Powers) -> np.ndarray:
+    typ = array.type
+    t = pa.types
+    if isinstance(typ, pa.ExtensionType):
+        array = array.storage
+        typ = array.type
+    if t.is_dictionary(typ):
+        array = array.dictionary_decode()
+        typ = array.type
+    if t.is_string_view(typ) or t.is_binary_view(typ):
+        array = array.cast(pa.string() if t.is_string_view(typ) else pa.binary())
+        typ = array.type
+    if t.is_boolean(typ):
+        values = array.fill_null(False).to_numpy(zero_copy_only=False).astype(np.uint64)
+    elif t.is_floating(typ):
+        floats = array.fill_null(0).to_numpy(zero_copy_only=False).astype(np.float64) + 0.0
+        floats[np.isnan(floats)] = np.nan
+        values = floats.view(np.uint64)
+    elif t.is_string(typ) or t.is_binary(typ) or t.is_large_string(typ) or t.is_large_binary(typ):
+        values = _bytes_hash(array, powers)
+    elif t.is_null(typ):
+        return np.full(len(array), _NULL, dtype=np.uint64)
+    elif _fixed_width(typ):
+        values = _fixed_hash(array)
+    else:
+        values = _json_hash(array, powers)
+    values = _mix(values)
+    if array.null_count:
+        values[array.is_null().to_numpy(zero_copy_only=False)] = _NULL
+    return values
+
+
+def _fixed_width(typ: pa.DataType) -> bool:
+    if typ.num_fields:
+        return False
+    try:
+        return typ.bit_width % 8 == 0 and typ.bit_width > 0
+    except ValueError:  # not a fixed-width type
+        return False
+
+
+def _fixed_hash(array: pa.Array) -> np.ndarray:
+    width = array.type.byte_width
+    raw = np.frombuffer(array.buffers()[1], dtype=np.uint8)[array.offset * width:(array.offset + len(array)) * width]
+    if width in _U64:
+        return raw.view(_U64[width]).astype(np.uint64)
+    padded = np.zeros((len(array), (width + 7) // 8 * 8), dtype=np.uint8)
+    padded[:, :width] = raw.reshape(len(array), width)
+    lanes = padded.view(np.uint64)
+    out = np.zeros(len(array), dtype=np.uint64)
+    for lane in range(lanes.shape[1]):
+        out = _mix(out * _K + lanes[:, lane])
+    return out
+
+
+def _bytes_hash(array: pa.Array, powers: _Powers) -> np.ndarray:
+    out = np.empty(len(array), dtype=np.uint64)
+    for start in range(0, len(array), _CHUNK_ROWS):
+        out[start:start + _CHUNK_ROWS] = _bytes_chunk(array.slice(start, _CHUNK_ROWS), powers)
+    return out
+
+
+def _bytes_chunk(array: pa.Array, powers: _Powers) -> np.ndarray:
+    large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
+    width = np.int64 if large else np.int32
+    offsets = np.frombuffer(array.buffers()[1], dtype=width)[array.offset:array.offset + len(array) + 1]
+    offsets = offsets.astype(np.int64)
+    low, high = int(offsets[0]), int(offsets[-1])
+    data = array.buffers()[2]
+    raw = (np.frombuffer(data, dtype=np.uint8)[low:high] if data is not None and high > low
+           else np.zeros(0, dtype=np.uint8)).astype(np.uint64)
+    relative = offsets - low
+    n = high - low
+    table = powers.upto(n)
+    prefix = np.zeros(n + 1, dtype=np.uint64)
+    np.cumsum(raw * table.up[1:n + 1], dtype=np.uint64, out=prefix[1:])
+    sums = (prefix[relative[1:]] - prefix[relative[:-1]]) * table.down[relative[:-1]]
+    lengths = np.diff(relative).astype(np.uint64)
+    return sums * _K + lengths
+
+
+def _json_hash(array: pa.Array, powers: _Powers) -> np.ndarray:
+    """Nested and other types: their JSON Lines text (Python per value), then as strings."""
+    from .formats.jsonl import render_lines
+
+    lines = render_lines(pa.RecordBatch.from_arrays([array], names=["v"]))
+    return _bytes_hash(pa.array(lines, pa.binary()), powers)
