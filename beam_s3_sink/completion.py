@@ -28,7 +28,9 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from .config import S3Config
+from .claim import CONDITIONAL, FALLBACK, release_claim
 from .existing import ReplaceError, delete_keys
+from .init import fallback_winner
 from .formats.base import Format
 from .keys import TOKEN_HEX_DIGITS, CopyKeys
 from .manifest import manifest_json
@@ -103,6 +105,7 @@ class FinishFn(beam.DoFn):
                 return
         else:
             self._abandon(report.files)
+        self._release_claim(state)
         result = CopyToResult(uri=self._keys.location.uri, sink_id=self._keys.sink_id, error=error)
         _log.error("copy %s to %s failed: %s", self._keys.sink_id, result.uri, error)
         if self._fail_on_error:
@@ -126,10 +129,17 @@ class FinishFn(beam.DoFn):
             uri=keys.location.uri, sink_id=keys.sink_id, rows=sum(f.rows for f in copied),
             bytes=sum(f.bytes for f in copied), files=tuple(copied),
             manifest_uri=keys.location.object_uri(keys.manifest), warnings=tuple(warnings))
+        if state.guard == FALLBACK:  # the store ignores If-None-Match: re-check before committing
+            winner = fallback_winner(self._client, keys)
+            if winner != keys.sink_id:
+                raise S3RequestError(f"copy {winner!r} started writing to {keys.location.uri} first; "
+                                     "this copy gives way (the store ignores If-None-Match, see README)")
         body = manifest_json(result, self._format.describe(), schema_to_json(self._schema))
         call(self._client, "PutObject", bucket, keys.manifest, Body=body, ContentType="application/json",
              **self._config.objects.control_args())
         delete_keys(self._client, bucket, state.replaced)  # if_exists="replace"; see .existing
+        if state.guard == CONDITIONAL:  # the path's claim (see .claim), before the sentinel
+            release_claim(self._client, keys)
         call(self._client, "DeleteObject", bucket, keys.sentinel)
         _log.info("copy %s to %s finished: %d rows in %d file(s), %d bytes",
                   keys.sink_id, result.uri, result.rows, len(result.files), result.bytes)
@@ -190,6 +200,15 @@ class FinishFn(beam.DoFn):
         return warnings
 
     # failure ----------------------------------------------------------------------------
+    def _release_claim(self, state: InitState) -> None:
+        """A failed copy gives the path's claim up (its sentinel stays); best effort."""
+        if state.guard != CONDITIONAL or state.error is not None:
+            return
+        try:
+            release_claim(self._client, self._keys)
+        except S3RequestError as exc:
+            _log.warning("could not release the claim of copy %s: %s", self._keys.sink_id, exc)
+
     def _abandon(self, files: Sequence[PendingFile], delete_completed: bool = False) -> None:
         """Abort the pending uploads (best effort); after a failed commit, also delete the
         files it had completed already, so that no partial copy stays visible."""

@@ -109,3 +109,7 @@ class InitState:
     done: Optional[CopyToResult] = None
     warnings: Tuple[str, ...] = ()
     replaced: Tuple[str, ...] = ()  # if_exists="replace": the keys to delete once committed
+    # How this copy guards its path (see .claim): "conditional" (it holds P/_CLAIM; completion
+    # releases it), "relist" (the store ignores If-None-Match: completion re-checks the
+    # sentinels before committing), or "" (if_exists="append": no guard).
+    guard: str = ""

@@ -315,7 +315,8 @@ def test_completion_passes_part_checksums_back(s3_config, s3_client, bucket):
     config = s3_config.replace(objects=ObjectSettings(checksum_algorithm="SHA256"))
     keys = CopyKeys(S3Location(bucket, PREFIX), "checksums")
     fmt = resolve_format("csv")
-    assert prepare(s3_client, keys) == InitState()
+    state = prepare(s3_client, keys)
+    assert state == InitState(guard="conditional")  # it holds the path's claim
     upload = UploadFn(keys, config, fmt, SCHEMA, max_file_size=4096)
     upload.setup()
     upload.start_bundle()
@@ -329,7 +330,7 @@ def test_completion_passes_part_checksums_back(s3_config, s3_client, bucket):
     sent = []
     finish._client.meta.events.register(
         "before-parameter-build.s3.CompleteMultipartUpload", lambda params, **_: sent.append(params))
-    (result,) = list(finish.process(report, InitState()))
+    (result,) = list(finish.process(report, state))
     assert result.ok
     by_key = {f.key: f for f in report.files}
     assert len(sent) == len(by_key)
