@@ -75,6 +75,10 @@ Beam pipeline flags (--runner, --direct_num_workers, --s3_endpoint_url, --s3_reg
 
 exit status: 0 the copy finished; 1 the copy failed while it ran (no data visible);
   2 bad flags, an unreadable source or a schema that does not fit the data (nothing written).
+
+clean-up: {PROG} --abort SINK_ID --output s3://BUCKET/PATH [--force] removes what an
+  incomplete (crashed or failed) copy left: its data files, pending uploads, sentinel and
+  claim, nothing else; a finished copy only with --force.
 """
 
 # format option flag -> the format objects' field it sets
@@ -293,10 +297,38 @@ def one_line_error(exc: BaseException) -> str:
     return re.sub(r"\s*\[while running '[^']*'\]", "", line).strip()
 
 
+def abort_main(argv: Sequence[str], out: Any = sys.stdout) -> int:
+    """``--abort SINK_ID --output s3://... [--force]``: remove what an incomplete copy left
+    (:func:`beam_s3_sink.abort_copy`) and print it; 0 done, 2 refused or bad flags, 1 S3 failed."""
+    from beam_s3_sink import CommittedCopyError, abort_copy
+    from beam_s3_sink.s3 import S3RequestError
+
+    parser = _Parser(prog=f"{PROG} --abort", description="Remove what an incomplete copy left: its data "
+                     "files, pending multipart uploads, sentinel and claim; nothing else.")
+    parser.add_argument("--abort", required=True, metavar="SINK_ID", help="the copy to remove")
+    parser.add_argument("--output", required=True, metavar="s3://BUCKET/PATH", help="where the copy was going")
+    parser.add_argument("--force", action="store_true", help="also remove a copy that finished (its data!)")
+    try:
+        args, beam_args = parser.parse_known_args(list(argv))
+        _check_beam_flags(beam_args)
+        config = S3Config.from_pipeline_options(PipelineOptions(beam_args))
+        report = abort_copy(args.output, args.abort, s3=config, force=args.force)
+    except (UsageError, ValueError, CommittedCopyError) as exc:
+        print(f"copy_to_s3: error: {str(exc).replace('CopyToS3: ', '', 1)}", file=sys.stderr)
+        return 2
+    except S3RequestError as exc:
+        print(f"copy_to_s3: the clean-up failed: {exc}", file=sys.stderr)
+        return 1
+    print(report.describe(), file=out)
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
+    if any(a == "--abort" or a.startswith("--abort=") for a in argv):
+        return abort_main(argv)
     if "--demo" in argv:
         from pipelines import demo
 
