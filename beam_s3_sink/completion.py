@@ -120,7 +120,7 @@ class FinishFn(beam.DoFn):
         if files:
             with ThreadPoolExecutor(self._config.max_concurrency) as pool:
                 list(pool.map(self._complete, files))
-            copied = [CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes) for f in files]
+            copied = [CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes, f.stats) for f in files]
         else:
             copied = [self._write_empty_file()]
         copied.sort(key=lambda f: f.uri)
@@ -173,11 +173,12 @@ class FinishFn(beam.DoFn):
         buffer = io.BytesIO()
         encoder = self._format.open(self._schema, buffer, 2**62)
         encoder.close()
+        stats = encoder.stats()
         body = buffer.getvalue()
         key = self._keys.data_file(EMPTY_FILE_TOKEN, 1, self._format.extension)
         call(self._client, "PutObject", self._keys.location.bucket, key, Body=body,
              **self._config.objects.data_file_args(self._format.extension))
-        return CopiedFile(self._keys.location.object_uri(key), 0, len(body))
+        return CopiedFile(self._keys.location.object_uri(key), 0, len(body), stats)
 
     def _abort_others(self, keep: Set[Tuple[str, str]]) -> List[str]:
         """Abort pending uploads of this copy that no committed bundle reported.

@@ -10,7 +10,7 @@ All are frozen dataclasses: picklable, comparable, and safe to print (no secrets
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 __all__ = ["CopiedFile", "CopyToResult", "PendingFile", "BundleReport", "InitState", "CopyToS3Error"]
 
@@ -26,6 +26,8 @@ class CopiedFile:
     uri: str
     rows: int
     bytes: int
+    # Per column: null count, min, max (beam_s3_sink.stats.ColumnStats), as in the manifest.
+    stats: Tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class PendingFile:
     rows: int
     bytes: int
     part_checksums: Tuple[str, ...] = ()  # S3's checksum of each part, when parts carry one
+    stats: Tuple[Any, ...] = ()  # per column: ColumnStats (beam_s3_sink.stats), for CopiedFile
 
 
 @dataclass(frozen=True)
