@@ -47,6 +47,9 @@ class CopyToResult:
       error: None on success, else a message saying what went wrong and what to do.
       manifest_uri: where the manifest is (None when the copy failed).
       warnings: best-effort cleanup that could not be done; never a reason to fail.
+      dry_run: ``validate_only=True``: nothing was written; ``rows`` is the rows checked.
+      invalid_rows, invalid: (dry run) how many rows would fail, and the first ones with
+        their position and the reason.
     """
 
     uri: str
@@ -57,6 +60,9 @@ class CopyToResult:
     error: Optional[str] = None
     manifest_uri: Optional[str] = None
     warnings: Tuple[str, ...] = ()
+    dry_run: bool = False
+    invalid_rows: int = 0
+    invalid: Tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
