@@ -33,7 +33,7 @@ from beam_s3_sink.schema import rows_to_batch
 from helpers import data_keys, list_objects, pending_uploads, read_parquet, run_copy
 
 UTC = datetime.timezone.utc
-EXAMPLES = {"parquet": 60, "pg": 60, "pipeline": 3, "refused": 20}
+EXAMPLES = {"parquet": 200, "pg": 150, "pipeline": 3, "refused": 50}
 SETTINGS = dict(derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
