@@ -10,8 +10,9 @@ On success ``FinishFn`` completes every pending upload (in parallel; an upload t
 earlier attempt completed already is not an error), aborts any other pending upload of the
 copy (from failed or retried bundles), writes the manifest, deletes the replaced objects,
 releases the path's claim (:mod:`.claim`), deletes the sentinel, and emits the result; each
-file's per-column statistics (:mod:`.stats`) go into the result and the manifest. An empty input still gets one data file. On error it aborts the pending uploads,
-releases the claim, leaves the sentinel, and fails the pipeline (``fail_on_error``) or emits the error.
+file's per-column statistics (:mod:`.stats`) go into the result and the manifest. An empty
+input still gets one data file. On error it aborts the pending uploads, releases the claim,
+leaves the sentinel, and fails the pipeline (``fail_on_error``) or emits the error.
 
 ``CombineGlobally`` emits its default for an empty input, so there is always exactly one
 report, hence exactly one result.
