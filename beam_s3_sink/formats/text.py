@@ -41,7 +41,8 @@ class TextFormat(Format):
 
     Attributes:
       delimiter: one ASCII character between fields (tab by default).
-      null: the text of a NULL (``\\N`` by default).
+      null: the text of a NULL (``\\N`` by default). One without a backslash must not be a
+        value of the data (COPY FROM would read it as NULL): such a value is refused.
       compression: ``None``, ``"gzip"`` or ``"zstd"``: the whole file; ``max_file_size``
         then counts compressed bytes.
     """
