@@ -13,7 +13,8 @@ succeeds only if no object has that key)::
     failure:    abort uploads ─▶ release the claim (the sentinel stays)
 
 The claim's body is JSON naming its holder (``{"sink_id": ..., "nonce": ..., "started": ...}``).
-Releasing reads it and deletes it only when it names this copy. A copy that crashes keeps its
+The holder deletes it (no other copy can write that key while it exists); ``--abort`` deletes
+it only when it names the copy being removed. A copy that crashes keeps its
 claim: a rerun with the same sink id takes it over (the body names it); any other copy fails
 with a message naming the holder and the clean-up command (:mod:`.cleanup`,
 ``python -m pipelines.copy_to_s3 --abort ID --output s3://...``). ``if_exists="append"``
@@ -151,11 +152,7 @@ def _probe(client: Any, keys: CopyKeys, body: bytes, put_args: Dict[str, Any]) -
     return FALLBACK
 
 
-def release_claim(client: Any, keys: CopyKeys) -> bool:
-    """Delete the claim if it names this copy; True if it did. Raises S3RequestError."""
-    bucket, key = keys.location.bucket, keys.claim
-    holder = read_claim_holder(client, bucket, key)
-    if holder is None or holder["sink_id"] != keys.sink_id:
-        return False
-    call(client, "DeleteObject", bucket, key)
-    return True
+def release_claim(client: Any, keys: CopyKeys) -> None:
+    """Delete the claim this copy holds (init took it: no other copy can have written it since,
+    so it is deleted without reading it). Raises S3RequestError."""
+    call(client, "DeleteObject", keys.location.bucket, keys.claim)
