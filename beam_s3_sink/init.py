@@ -10,11 +10,24 @@ It lists ``P/`` and decides:
 
 * a manifest of ``ID`` and no sentinel: the copy already finished; report that result again
   and write nothing (an idempotent rerun);
-* an object that ``ID`` did not write: fail, naming how many and the first few keys
-  (``if_exists="error"``); or leave it (``"append"``); or record its key, for completion to
-  delete once the copy has committed (``"replace"``, see :mod:`.existing`);
+* with ``if_exists="error"`` or ``"replace"``: claim the path (``P/_CLAIM``, a conditional
+  ``PutObject`` with ``If-None-Match: *``, :mod:`.claim`), so that of copies started together
+  exactly one goes on; a copy that finds the claim held by another sink id fails, naming it and
+  the clean-up command, having written nothing. The path is listed again once claimed: what
+  another copy committed before the claim counts as existing;
+* an object that ``ID`` did not write: fail, naming how many and the first few keys, and the
+  clean-up command for an incomplete copy's sentinel (``if_exists="error"``; the claim is
+  released); or leave it (``"append"``); or record its key, for completion to delete once the
+  copy has committed (``"replace"``, see :mod:`.existing`);
 * otherwise: write the ``INCOMPLETE`` sentinel, then remove what an earlier failed run of
-  ``ID`` left (pending multipart uploads, data files, a stale manifest).
+  ``ID`` left (pending multipart uploads, data files, a stale manifest). On a store that
+  ignores ``If-None-Match`` the sentinel is followed by a re-list that decides between the
+  copies that wrote one since the first listing (the fallback, :mod:`.claim`).
+
+::
+
+    list ─▶ done? ─▶ claim (error/replace) ─▶ list again ─▶ foreign? ─▶ sentinel ─▶ [re-list: fallback]
+                          └─ held by B: fail "copy B ..."                 └─ error: release the claim, fail
 
 Removing visible leftovers is required (a reader listing ``P/`` would otherwise see the failed
 run's rows next to the new ones), so a refused ``DeleteObject`` fails the copy. Aborting
@@ -32,13 +45,14 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from .config import S3Config
+from .claim import CONDITIONAL, FALLBACK, abort_hint, release_claim, take_claim
 from .keys import CopyKeys
 from .manifest import result_from_manifest
 from .results import InitState
 from .clients import shared_client
 from .s3 import S3RequestError, call, list_keys, list_uploads
 
-__all__ = ["PrepareFn", "prepare"]
+__all__ = ["PrepareFn", "prepare", "fallback_winner"]
 
 _log = logging.getLogger(__name__)
 _SHOWN_FOREIGN_KEYS = 5
@@ -75,29 +89,41 @@ def prepare(client: Any, keys: CopyKeys, if_exists: str = "error",
             put_args: Optional[Dict[str, Any]] = None) -> InitState:
     """Run the init step against S3 (see the module docstring); return what it found.
 
-    ``put_args`` are extra ``PutObject`` parameters of the sentinel (encryption, checksum:
-    ``ObjectSettings.control_args()``)."""
+    ``put_args`` are extra ``PutObject`` parameters of the sentinel and the claim (encryption,
+    checksum: ``ObjectSettings.control_args()``)."""
     put_args = put_args or {}
     location = keys.location
     bucket = location.bucket
-    objects = list(list_keys(client, bucket, location.list_prefix))
-    present = {o["Key"] for o in objects}
+    present = {o["Key"] for o in list_keys(client, bucket, location.list_prefix)}
     if keys.manifest in present and keys.sentinel not in present:
         data = call(client, "GetObject", bucket, keys.manifest)["Body"].read()
         _log.info("copy %s to %s already finished; reporting its result again", keys.sink_id, location.uri)
         return InitState(done=result_from_manifest(data, location.object_uri(keys.manifest)))
 
-    foreign = sorted(k for k in present if not keys.is_owned(k))
+    guard = ""
+    if if_exists != "append":
+        claim = take_claim(client, keys, put_args)
+        if claim.mode is None:
+            return InitState(error=_claimed_by_other(keys, claim.holder or "?", claim.started))
+        guard = claim.mode
+        present = {o["Key"] for o in list_keys(client, bucket, location.list_prefix)}
+        if keys.manifest in present and keys.sentinel not in present:  # finished meanwhile
+            _release(client, keys, guard)
+            data = call(client, "GetObject", bucket, keys.manifest)["Body"].read()
+            return InitState(done=result_from_manifest(data, location.object_uri(keys.manifest)))
+
+    foreign = sorted(k for k in present if not keys.is_owned(k) and k != keys.claim)
     if foreign and if_exists == "error":
-        shown = ", ".join(foreign[:_SHOWN_FOREIGN_KEYS])
-        more = f" and {len(foreign) - _SHOWN_FOREIGN_KEYS} more" if len(foreign) > _SHOWN_FOREIGN_KEYS else ""
-        return InitState(error=(
-            f"{location.uri} is not empty: {len(foreign)} object(s) that copy {keys.sink_id!r} did not "
-            f"write are there ({shown}{more}); copy to an empty path, delete those objects first, "
-            "or pass if_exists='append' or 'replace'. Nothing was written."))
+        _release(client, keys, guard)
+        return InitState(error=_not_empty(keys, foreign))
 
     # The sentinel goes first, so that readers see "in progress" while leftovers are removed.
     call(client, "PutObject", bucket, keys.sentinel, Body=b"", **put_args)
+    if guard == FALLBACK:
+        winner = fallback_winner(client, keys)
+        if winner != keys.sink_id:
+            call(client, "DeleteObject", bucket, keys.sentinel)
+            return InitState(error=_claimed_by_other(keys, winner, ""))
     warnings = _abort_uploads(client, keys)
     leftovers = sorted(k for k in present if k != keys.sentinel and keys.is_owned(k))
     for key in leftovers:
@@ -105,7 +131,45 @@ def prepare(client: Any, keys: CopyKeys, if_exists: str = "error",
     if leftovers:
         _log.info("removed %d object(s) left by an earlier failed run of copy %s", len(leftovers), keys.sink_id)
     replaced = tuple(foreign) if if_exists == "replace" else ()
-    return InitState(warnings=tuple(warnings), replaced=replaced)
+    return InitState(warnings=tuple(warnings), replaced=replaced, guard=guard)
+
+
+def fallback_winner(client: Any, keys: CopyKeys) -> str:
+    """Of the copies whose sentinel is directly under ``P/``, the oldest (``LastModified``, then
+    sink id): the one that goes on when the store ignores If-None-Match (see :mod:`.claim`)."""
+    contenders = []
+    for item in list_keys(client, keys.location.bucket, keys.location.list_prefix):
+        owner = keys.sentinel_owner(item["Key"])
+        if owner is not None:
+            contenders.append((item["LastModified"], owner))
+    return min(contenders)[1] if contenders else keys.sink_id
+
+
+def _release(client: Any, keys: CopyKeys, guard: str) -> None:
+    if guard == CONDITIONAL:
+        release_claim(client, keys)
+
+
+def _claimed_by_other(keys: CopyKeys, holder: str, started: str) -> str:
+    since = f" since {started}" if started else ""
+    return (f"another copy, sink_id {holder!r}, is writing to {keys.location.uri} (it holds the path's "
+            f"claim{since}); a path takes one copy at a time unless if_exists='append'. Nothing of copy "
+            f"{keys.sink_id!r} was written. If copy {holder!r} crashed or was killed, rerun it with "
+            f"sink_id {holder!r} to finish it, or remove what it left with: {abort_hint(keys.location.uri, holder)}")
+
+
+def _not_empty(keys: CopyKeys, foreign: List[str]) -> str:
+    location = keys.location
+    shown = ", ".join(foreign[:_SHOWN_FOREIGN_KEYS])
+    more = f" and {len(foreign) - _SHOWN_FOREIGN_KEYS} more" if len(foreign) > _SHOWN_FOREIGN_KEYS else ""
+    text = (f"{location.uri} is not empty: {len(foreign)} object(s) that copy {keys.sink_id!r} did not "
+            f"write are there ({shown}{more}); copy to an empty path, delete those objects first, "
+            "or pass if_exists='append' or 'replace'. Nothing was written.")
+    incomplete = sorted({o for o in map(keys.sentinel_owner, foreign) if o is not None})
+    for owner in incomplete[:_SHOWN_FOREIGN_KEYS]:
+        text += (f" Copy {owner!r} there is incomplete (its sentinel is there): rerun it with the same "
+                 f"sink_id to finish it, or remove what it left with: {abort_hint(location.uri, owner)}.")
+    return text
 
 
 def _abort_uploads(client: Any, keys: CopyKeys) -> List[str]:

@@ -7,6 +7,8 @@ A copy to ``s3://bucket/P`` with sink id ``ID`` writes only these keys::
     P/col=v/.../ID-...            the same, in Hive-style partition directories (partition_by)
     P/_ID-INCOMPLETE              sentinel: a copy of ID is in progress or failed
     P/_ID-manifest.json           manifest: the copy of ID finished
+    P/_CLAIM                      claim: the one copy (if_exists "error"/"replace") writing to P
+                                  now, written with If-None-Match: * (see .claim); not owned by ID
 
 Ownership is decided by matching the whole key against these patterns, never by a bare
 prefix test, so that the copy ``orders`` never claims the files of the copy ``orders-2026``.
@@ -33,6 +35,8 @@ __all__ = [
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _SINK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 TOKEN_HEX_DIGITS = 16
+CLAIM_NAME = "_CLAIM"
+_SENTINEL_RE = re.compile(r"^_([A-Za-z0-9][A-Za-z0-9_.\-]{0,99})-INCOMPLETE$")
 MAX_BATCHES = 10_000  # batch numbers are 4 digits, so that no token can read as a batch
 
 
@@ -133,6 +137,21 @@ class CopyKeys:
     @property
     def manifest(self) -> str:
         return self.location.key(f"_{self.sink_id}-manifest.json")
+
+    @property
+    def claim(self) -> str:
+        """The path's claim object, which every copy into ``P`` contends for (:mod:`.claim`)."""
+        return self.location.key(CLAIM_NAME)
+
+    def sentinel_owner(self, key: str) -> Optional[str]:
+        """The sink id whose sentinel ``key`` is (directly under ``P/``), else None.
+
+        >>> CopyKeys(S3Location("b", "p"), "a").sentinel_owner("p/_other-INCOMPLETE")
+        'other'
+        """
+        rest = self._relative(key)
+        match = _SENTINEL_RE.match(rest) if rest is not None else None
+        return match.group(1) if match else None
 
     @property
     def data_prefix(self) -> str:

@@ -4,7 +4,8 @@ Its ``entries`` follow Amazon Redshift's ``COPY ... MANIFEST`` layout, so Redshi
 the files with it as it is; the other keys add the totals, the format and the schema::
 
     {"entries": [{"url": "s3://b/P/ID-…-0001.parquet", "mandatory": true,
-                  "meta": {"content_length": 1234, "record_count": 100}}, …],
+                  "meta": {"content_length": 1234, "record_count": 100,
+                           "columns": {"id": {"null_count": 0, "min": 1, "max": 100}, …}}}, …],
      "sink_id": "ID", "uri": "s3://b/P", "rows": 100, "bytes": 1234, "files": 1,
      "format": {...}, "schema": [{"name": "id", "type": "int64", "nullable": true}, …]}
 """
@@ -15,6 +16,7 @@ import json
 from typing import Any, Dict
 
 from .results import CopiedFile, CopyToResult
+from .stats import stats_from_json, stats_json
 
 __all__ = ["manifest_json", "result_from_manifest"]
 
@@ -24,7 +26,7 @@ def manifest_json(result: CopyToResult, format_description: Dict[str, Any], sche
     body = {
         "entries": [
             {"url": f.uri, "mandatory": True,
-             "meta": {"content_length": f.bytes, "record_count": f.rows}}
+             "meta": {"content_length": f.bytes, "record_count": f.rows, "columns": stats_json(f.stats)}}
             for f in result.files
         ],
         "sink_id": result.sink_id,
@@ -42,7 +44,8 @@ def result_from_manifest(data: bytes, manifest_uri: str) -> CopyToResult:
     """The result that an earlier, finished run of the same copy reported."""
     body = json.loads(data)
     files = tuple(
-        CopiedFile(e["url"], int(e["meta"]["record_count"]), int(e["meta"]["content_length"]))
+        CopiedFile(e["url"], int(e["meta"]["record_count"]), int(e["meta"]["content_length"]),
+                   stats_from_json(e["meta"].get("columns")))
         for e in body["entries"])
     return CopyToResult(uri=body["uri"], sink_id=body["sink_id"], rows=int(body["rows"]),
                         bytes=int(body["bytes"]), files=files, manifest_uri=manifest_uri)

@@ -10,7 +10,7 @@ All are frozen dataclasses: picklable, comparable, and safe to print (no secrets
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 __all__ = ["CopiedFile", "CopyToResult", "PendingFile", "BundleReport", "InitState", "CopyToS3Error"]
 
@@ -26,6 +26,8 @@ class CopiedFile:
     uri: str
     rows: int
     bytes: int
+    # Per column: null count, min, max (beam_s3_sink.stats.ColumnStats), as in the manifest.
+    stats: Tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class CopyToResult:
       error: None on success, else a message saying what went wrong and what to do.
       manifest_uri: where the manifest is (None when the copy failed).
       warnings: best-effort cleanup that could not be done; never a reason to fail.
+      dry_run: ``validate_only=True``: nothing was written; ``rows`` is the rows checked.
+      invalid_rows, invalid: (dry run) how many rows would fail, and the first ones with
+        their position and the reason.
     """
 
     uri: str
@@ -55,6 +60,9 @@ class CopyToResult:
     error: Optional[str] = None
     manifest_uri: Optional[str] = None
     warnings: Tuple[str, ...] = ()
+    dry_run: bool = False
+    invalid_rows: int = 0
+    invalid: Tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -72,6 +80,7 @@ class PendingFile:
     rows: int
     bytes: int
     part_checksums: Tuple[str, ...] = ()  # S3's checksum of each part, when parts carry one
+    stats: Tuple[Any, ...] = ()  # per column: ColumnStats (beam_s3_sink.stats), for CopiedFile
 
 
 @dataclass(frozen=True)
@@ -110,3 +119,7 @@ class InitState:
     done: Optional[CopyToResult] = None
     warnings: Tuple[str, ...] = ()
     replaced: Tuple[str, ...] = ()  # if_exists="replace": the keys to delete once committed
+    # How this copy guards its path (see .claim): "conditional" (it holds P/_CLAIM; completion
+    # releases it), "relist" (the store ignores If-None-Match: completion re-checks the
+    # sentinels before committing), or "" (if_exists="append": no guard).
+    guard: str = ""

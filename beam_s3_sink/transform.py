@@ -44,6 +44,7 @@ from .layout import DEFAULT_MAX_OPEN_FILES, Layout
 from .schema import resolve_schema
 from .spill import ArrowSpillFn, SpillFn, WriteSpilledFn
 from .upload import UploadFn
+from .validate import FinishValidationFn, MergeValidation, ValidateFn
 
 __all__ = ["CopyToS3", "parse_size"]
 
@@ -119,6 +120,8 @@ class CopyToS3(beam.PTransform):
         out, their values are in the path).
       max_open_files: at most this many partition files open at once per worker; when more
         are needed the largest is finished first.
+      validate_only: a dry run: check every row against the schema and the format, write
+        nothing (no S3 request), and report the rows that would fail (:mod:`.validate`).
     """
 
     def __init__(self, uri: str, format: Union[str, Format] = "parquet",
@@ -128,7 +131,8 @@ class CopyToS3(beam.PTransform):
                  errors: Optional[PCollection] = None, fail_on_error: bool = True,
                  if_exists: str = "error", num_batches: Optional[int] = None,
                  partition_by: Sequence[str] = (), keep_partition_columns: bool = False,
-                 max_open_files: int = DEFAULT_MAX_OPEN_FILES, label: Optional[str] = None) -> None:
+                 max_open_files: int = DEFAULT_MAX_OPEN_FILES, label: Optional[str] = None,
+                 validate_only: bool = False) -> None:
         super().__init__(label)
         self._location = parse_s3_uri(uri)
         self._format = resolve_format(format)
@@ -149,6 +153,7 @@ class CopyToS3(beam.PTransform):
             raise ValueError(f"CopyToS3: num_batches must be an int from 1 to {MAX_BATCHES}, got {num_batches!r}")
         self._num_batches = num_batches
         self._layout = Layout(partition_by, bool(keep_partition_columns), max_open_files)
+        self._validate_only = bool(validate_only)
 
     @property
     def sink_id(self) -> str:
@@ -170,6 +175,11 @@ class CopyToS3(beam.PTransform):
                 f"CopyToS3: max_file_size {self._max_file_size} needs more than {MAX_PARTS} parts of "
                 f"{config.part_size} bytes; raise S3Config.part_size")
         keys = CopyKeys(self._location, self._sink_id)
+        if self._validate_only:  # dry run: no S3 request at all (see .validate)
+            return (rows
+                    | "Validate" >> beam.ParDo(ValidateFn(self._format, schema, self._layout))
+                    | "GatherChecks" >> beam.CombineGlobally(MergeValidation())
+                    | "Report" >> beam.ParDo(FinishValidationFn(keys)))
         pipeline = rows.pipeline
         errors = self._errors if self._errors is not None else (
             pipeline | "NoUpstreamErrors" >> beam.Create([]))

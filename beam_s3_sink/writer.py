@@ -37,6 +37,7 @@ number, so that a rerun writes the same keys).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -307,7 +308,7 @@ class FileWriter:
             return
         encoder, stream = sequence.encoder, sequence.stream
         encoder.close()
-        pending = stream.finish(rows=encoder.rows)
+        pending = dataclasses.replace(stream.finish(rows=encoder.rows), stats=encoder.stats())  # .stats
         sequence.encoder = sequence.stream = None
         self._opened.pop(sequence.directory, None)
         self._done.append(pending)

@@ -58,6 +58,9 @@ examples:
   {PROG} --source generate:100000 --output s3://scratch/trial \\
       --s3_endpoint_url http://127.0.0.1:9000
 
+  # check every row without writing anything (exit 1 if a row would fail)
+  {PROG} --source 'data/orders-*.csv' --format csv --output s3://my-bucket/exports/orders --dry-run
+
   # the same copy on Flink (see docs for Dataflow)
   {PROG} --source 's3://raw/orders/*.parquet' --output s3://my-bucket/exports/orders \\
       --runner FlinkRunner --flink_master localhost:8081 --environment_type DOCKER
@@ -75,6 +78,10 @@ Beam pipeline flags (--runner, --direct_num_workers, --s3_endpoint_url, --s3_reg
 
 exit status: 0 the copy finished; 1 the copy failed while it ran (no data visible);
   2 bad flags, an unreadable source or a schema that does not fit the data (nothing written).
+
+clean-up: {PROG} --abort SINK_ID --output s3://BUCKET/PATH [--force] removes what an
+  incomplete (crashed or failed) copy left: its data files, pending uploads, sentinel and
+  claim, nothing else; a finished copy only with --force.
 """
 
 # format option flag -> the format objects' field it sets
@@ -119,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the output format (default parquet)")
     out.add_argument("--max_file_size", default="256MB", metavar="SIZE",
                      help="bytes per data file, e.g. 64MiB or 1GB (default 256MB)")
+    out.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
+                     help="read and check every row against the schema and the format, write nothing to S3, "
+                          "and report the rows that would fail (exit 1 if any)")
     out.add_argument("--sink_id", help="names every object of the copy; rerunning with the same id is "
                                        "idempotent (default: a new id)")
     parser.add_argument("--verbose", action="store_true", help="show Beam's own log (INFO and up)")
@@ -148,6 +158,8 @@ class CopyPlan:
     progress_dir: Optional[str]  # where local workers report rows read; None for remote ones
     total_rows: Optional[int] = None  # for the progress line: Parquet footers' rows, generate's rows
     total_bytes: Optional[int] = None  # CSV/JSON Lines: the files' bytes
+    dry_run: bool = False
+    result_path: Optional[str] = None  # --dry-run: where the result is kept (local workers)
 
 
 def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPlan:
@@ -171,19 +183,33 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         source = parse_source(args.source, args.source_format)
         schema = plan_source(source, schema)
         transform = CopyToS3(args.output, format=_format(args), schema=schema,
-                             max_file_size=args.max_file_size, sink_id=args.sink_id)
+                             max_file_size=args.max_file_size, sink_id=args.sink_id,
+                             validate_only=args.dry_run)
         options = PipelineOptions(pipeline_args)
         local = progress_dir if _workers_are_local(options) else None
         pipeline = beam.Pipeline(options=options)
         rows = pipeline | "Read" >> ReadSource(source, schema, RowCounter(local))
-        rows | "CopyToS3" >> transform  # checks the format against the schema
+        copied = rows | "CopyToS3" >> transform  # checks the format against the schema
+        result_path = None
+        if args.dry_run:
+            import os
+
+            result_path = os.path.join(progress_dir or tempfile.mkdtemp(prefix="copy_to_s3-"), "result.pickle")
+            copied | "KeepResult" >> beam.Map(_keep_result, result_path)
     except (SchemaSyntaxError, SourceError) as exc:
         raise UsageError(str(exc)) from None
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc).replace("CopyToS3: ", "", 1)) from None
     total_rows, total_bytes = source_totals(source)
     return CopyPlan(source, schema, transform, args.format.lower(), args.output.rstrip("/"), pipeline,
-                    local, total_rows, total_bytes)
+                    local, total_rows, total_bytes, bool(args.dry_run), result_path)
+
+
+def _keep_result(result: Any, path: str) -> None:
+    import pickle
+
+    with open(path, "wb") as f:
+        pickle.dump(result, f)
 
 
 def _format(args: argparse.Namespace) -> Any:
@@ -222,7 +248,8 @@ def _check_beam_flags(beam_args: List[str]) -> None:
 
 def run(plan: CopyPlan, out: Any = sys.stdout) -> int:
     """Run the copy with a progress line, then print the summary; the exit status."""
-    print(f"Copying {plan.source.describe()} to {plan.output} as {plan.format_name}, "
+    verb = "Checking (dry run, nothing is written)" if plan.dry_run else "Copying"
+    print(f"{verb} {plan.source.describe()} to {plan.output} as {plan.format_name}, "
           f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:", file=out)
     print(format_schema(plan.schema), file=out, flush=True)
     started = time.monotonic()
@@ -237,7 +264,24 @@ def run(plan: CopyPlan, out: Any = sys.stdout) -> int:
     if state != PipelineState.DONE:
         print(f"copy_to_s3: the pipeline ended in state {state}", file=sys.stderr)
         return 1
+    if plan.dry_run:
+        return print_dry_run(plan, out)
     return print_summary(plan, time.monotonic() - started, out)
+
+
+def print_dry_run(plan: CopyPlan, out: Any) -> int:
+    """The dry run's report: rows checked, rows that would fail and the first ones; 0 if none."""
+    import pickle
+
+    with open(plan.result_path or "", "rb") as f:
+        result = pickle.load(f)
+    print(f"\nDry run (nothing written to {plan.output}): {result.rows:,} rows checked, "
+          f"{result.invalid_rows:,} would fail", file=out)
+    for line in result.invalid:
+        print(f"  {line}", file=out)
+    if result.invalid_rows > len(result.invalid):
+        print(f"  ... and {result.invalid_rows - len(result.invalid)} more", file=out)
+    return 1 if result.invalid_rows else 0
 
 
 def _workers_are_local(options: PipelineOptions) -> bool:
@@ -297,10 +341,38 @@ def one_line_error(exc: BaseException) -> str:
     return re.sub(r"\s*\[while running '[^']*'\]", "", line).strip()
 
 
+def abort_main(argv: Sequence[str], out: Any = sys.stdout) -> int:
+    """``--abort SINK_ID --output s3://... [--force]``: remove what an incomplete copy left
+    (:func:`beam_s3_sink.abort_copy`) and print it; 0 done, 2 refused or bad flags, 1 S3 failed."""
+    from beam_s3_sink import CommittedCopyError, abort_copy
+    from beam_s3_sink.s3 import S3RequestError
+
+    parser = _Parser(prog=f"{PROG} --abort", description="Remove what an incomplete copy left: its data "
+                     "files, pending multipart uploads, sentinel and claim; nothing else.")
+    parser.add_argument("--abort", required=True, metavar="SINK_ID", help="the copy to remove")
+    parser.add_argument("--output", required=True, metavar="s3://BUCKET/PATH", help="where the copy was going")
+    parser.add_argument("--force", action="store_true", help="also remove a copy that finished (its data!)")
+    try:
+        args, beam_args = parser.parse_known_args(list(argv))
+        _check_beam_flags(beam_args)
+        config = S3Config.from_pipeline_options(PipelineOptions(beam_args))
+        report = abort_copy(args.output, args.abort, s3=config, force=args.force)
+    except (UsageError, ValueError, CommittedCopyError) as exc:
+        print(f"copy_to_s3: error: {str(exc).replace('CopyToS3: ', '', 1)}", file=sys.stderr)
+        return 2
+    except S3RequestError as exc:
+        print(f"copy_to_s3: the clean-up failed: {exc}", file=sys.stderr)
+        return 1
+    print(report.describe(), file=out)
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
+    if any(a == "--abort" or a.startswith("--abort=") for a in argv):
+        return abort_main(argv)
     if "--demo" in argv:
         from pipelines import demo
 

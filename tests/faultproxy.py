@@ -10,6 +10,11 @@
                      ├─ forward it, then reset instead of answering          (≈ rate / 6)
                      └─ refuse one operation for good (``refuse=``), e.g. 501 NotImplemented
 
+For races, ``hold`` holds requests open until their partners arrive (a barrier per group,
+released when ``hold_parties`` requests of the group are in, or after ``hold_timeout``), so that
+two copies are certain to be inside the same window at once; ``drop_headers`` removes request
+headers before forwarding, as a store that ignores them would (e.g. ``if-none-match``).
+
 It injects at most ``max_faults`` faults and shuts itself down after ``lifetime`` seconds, so a
 failing test never leaves it running. Use it as a context manager::
 
@@ -30,7 +35,7 @@ import threading
 import uuid
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Iterable, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["FaultProxy", "s3_operation"]
@@ -90,13 +95,18 @@ class FaultProxy:
         ``{"AbortMultipartUpload": (501, "NotImplemented")}``; not counted as faults.
       lifetime: seconds after which the proxy stops by itself.
       keep_answers: keep the body of every answer relayed, in ``answers``.
+      hold: ``(operation, path) -> group or None``: requests of a group wait for each other.
+      hold_parties, hold_timeout: how many requests release a group, and the longest wait.
+      drop_headers: lower-case request header names not forwarded.
 
     Every request's operation and headers are kept in ``seen``.
     """
 
     def __init__(self, upstream: str, *, seed: int = 0, rate: float = 1 / 8, max_faults: int = 200,
                  refuse: Optional[Dict[str, Tuple[int, str]]] = None, lifetime: float = 600.0,
-                 keep_answers: bool = False) -> None:
+                 keep_answers: bool = False,
+                 hold: Optional[Callable[[str, str], Optional[str]]] = None, hold_parties: int = 2,
+                 hold_timeout: float = 10.0, drop_headers: Iterable[str] = ()) -> None:
         parts = urlsplit(upstream)
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self._random = random.Random(seed)
@@ -109,6 +119,12 @@ class FaultProxy:
         self.seen: list = []                  # (operation, {lower-case header: value}), in order
         self._keep_answers = keep_answers
         self.answers: list = []               # bodies relayed, when keep_answers
+        self._hold = hold
+        self._hold_parties = hold_parties
+        self._hold_timeout = hold_timeout
+        self._groups: Dict[str, Tuple[list, threading.Event]] = {}
+        self.held: Counter = Counter()        # group -> requests that waited together
+        self._drop = {h.lower() for h in drop_headers}
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
@@ -140,6 +156,21 @@ class FaultProxy:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
+    def _wait_for_partners(self, operation: str, path: str) -> None:
+        group = self._hold(operation, path) if self._hold is not None else None
+        if group is None:
+            return
+        with self._lock:
+            members, event = self._groups.setdefault(group, ([], threading.Event()))
+            if event.is_set():
+                return
+            members.append(path)
+            self.held[group] += 1
+            if len(members) >= self._hold_parties:
+                event.set()
+        event.wait(self._hold_timeout)
+        event.set()  # a group whose partner never came opens for good after the timeout
+
     def _decide(self, operation: str) -> Optional[str]:
         with self._lock:
             self.requests[operation] += 1
@@ -168,6 +199,7 @@ class FaultProxy:
                 operation = s3_operation(self.command, split.path, split.query)
                 with proxy._lock:
                     proxy.seen.append((operation, {k.lower(): v for k, v in self.headers.items()}))
+                proxy._wait_for_partners(operation, split.path)
                 fault = proxy._decide(operation)
                 if fault == "refuse":
                     status, code = proxy.refuse[operation]
@@ -201,7 +233,7 @@ class FaultProxy:
                 connection = http.client.HTTPConnection(*proxy._upstream, timeout=60)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS
-                               and k.lower() != "expect"}
+                               and k.lower() != "expect" and k.lower() not in proxy._drop}
                     connection.request(self.command, self.path, body=body or None, headers=headers)
                     response = connection.getresponse()
                     data = response.read()

@@ -120,7 +120,8 @@ def test_rerun_after_failed_completion_copies_once_then_writes_nothing(s3_endpoi
 def test_retried_bundle_only_committed_attempt_is_visible(s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "retried"), "bundle")
     fmt = CsvFormat()
-    assert prepare(s3_client, keys) == InitState()
+    state = prepare(s3_client, keys)
+    assert state == InitState(guard="conditional")  # it holds the path's claim
     rows = [make_row(i) for i in range(2000)]
 
     def attempt() -> BundleReport:
@@ -141,9 +142,9 @@ def test_retried_bundle_only_committed_attempt_is_visible(s3_config, s3_client, 
 
     finish = FinishFn(keys, s3_config, fmt, SCHEMA, fail_on_error=True)
     finish.setup()
-    (result,) = list(finish.process(second, InitState()))
+    (result,) = list(finish.process(second, state))
     # A retried finishing step completes again without error (the uploads are done already).
-    (again,) = list(finish.process(second, InitState()))
+    (again,) = list(finish.process(second, state))
     assert again == result
     assert data_keys(s3_client, bucket, "retried") == sorted(f.key for f in second.files)
     assert pending_uploads(s3_client, bucket) == [], "the first attempt's uploads are aborted"

@@ -328,6 +328,15 @@ FORMATS = {
 
 @pytest.mark.parametrize("fmt", list(FORMATS.values()), ids=list(FORMATS))
 def test_corpus_is_what_postgres_writes_and_loads_back(fmt, corpus_tables, bucket, s3_config, s3_client):
+    if isinstance(fmt, TextFormat) and fmt.null == "":
+        # With NULL '' the text format cannot tell NULL from '' (PostgreSQL's own ambiguity:
+        # COPY FROM would load the corpus's '' as NULL), so the copy refuses it (issue 16).
+        from beam_s3_sink import CopyToS3Error
+
+        with pytest.raises(CopyToS3Error, match="column 's'.*the NULL string of this text format"):
+            copy_corpus(fmt, bucket, s3_config, s3_client)
+        assert data_keys(s3_client, bucket, "pg/") == []
+        return
     [data] = copy_corpus(fmt, bucket, s3_config, s3_client)
     expected = corpus_tables.copy_to(fmt)
     if getattr(fmt, "header", False):

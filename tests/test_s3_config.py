@@ -190,8 +190,9 @@ def test_each_action_of_the_policy_is_needed(action, iam_server):
 
     Where the sink needs the action decides how it shows:
 
-    * ``s3:ListBucket`` (init lists the path), ``s3:PutObject`` (sentinel, multipart uploads,
-      manifest) and ``s3:DeleteObject`` (the sentinel, at the end): a fresh copy fails.
+    * ``s3:ListBucket`` (init lists the path), ``s3:PutObject`` (claim, sentinel, multipart
+      uploads, manifest) and ``s3:DeleteObject`` (the claim and the sentinel, at the end): a
+      fresh copy fails.
     * ``s3:GetObject``: only a rerun of a finished copy reads (its manifest): that rerun fails.
     * ``s3:ListBucketMultipartUploads`` and ``s3:AbortMultipartUpload``: cleanup of pending
       uploads is best effort (invisible leftovers never fail a copy, see notes-issue5), so the
@@ -219,8 +220,8 @@ def test_each_action_of_the_policy_is_needed(action, iam_server):
 
     expected_object = {
         "s3:ListBucket": f"s3://{bucket}/{PREFIX}/",
-        "s3:PutObject": f"s3://{bucket}/{keys.sentinel}",
-        "s3:DeleteObject": f"s3://{bucket}/{keys.sentinel}",
+        "s3:PutObject": f"s3://{bucket}/{keys.claim}",    # the path's claim comes first (issue 16)
+        "s3:DeleteObject": f"s3://{bucket}/{keys.claim}",  # released at commit, before the sentinel
         "s3:GetObject": f"s3://{bucket}/{keys.manifest}",
         "s3:ListBucketMultipartUploads": f"s3://{bucket}/{PREFIX}/",
         "s3:AbortMultipartUpload": f"s3://{bucket}/{stale}",
@@ -315,7 +316,8 @@ def test_completion_passes_part_checksums_back(s3_config, s3_client, bucket):
     config = s3_config.replace(objects=ObjectSettings(checksum_algorithm="SHA256"))
     keys = CopyKeys(S3Location(bucket, PREFIX), "checksums")
     fmt = resolve_format("csv")
-    assert prepare(s3_client, keys) == InitState()
+    state = prepare(s3_client, keys)
+    assert state == InitState(guard="conditional")  # it holds the path's claim
     upload = UploadFn(keys, config, fmt, SCHEMA, max_file_size=4096)
     upload.setup()
     upload.start_bundle()
@@ -329,7 +331,7 @@ def test_completion_passes_part_checksums_back(s3_config, s3_client, bucket):
     sent = []
     finish._client.meta.events.register(
         "before-parameter-build.s3.CompleteMultipartUpload", lambda params, **_: sent.append(params))
-    (result,) = list(finish.process(report, InitState()))
+    (result,) = list(finish.process(report, state))
     assert result.ok
     by_key = {f.key: f for f in report.files}
     assert len(sent) == len(by_key)

@@ -15,9 +15,12 @@ register the class in ``beam_s3_sink.formats``.
 from __future__ import annotations
 
 import abc
-from typing import Any, BinaryIO, ClassVar, Dict, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Dict, Optional, Tuple
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from ..stats import ColumnStats
 
 __all__ = ["Format", "FileEncoder"]
 
@@ -46,6 +49,10 @@ class FileEncoder(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Write what is buffered and the file's trailer (Parquet footer, compressor end)."""
+
+    def stats(self) -> Tuple["ColumnStats", ...]:
+        """After :meth:`close`: per column, the null count and min/max of the file (:mod:`..stats`)."""
+        return ()
 
 
 class Format(abc.ABC):

@@ -23,12 +23,13 @@ pyarrow already): one streaming API for both codecs, and no new dependency.
 from __future__ import annotations
 
 import io
-from typing import Any, BinaryIO, Callable, List, Optional
+from typing import Any, BinaryIO, Callable, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..stats import ColumnStats, StatsCounter
 from .base import FileEncoder
 
 __all__ = ["COMPRESSIONS", "check_compression", "compressed_extension", "join_lines", "LineEncoder"]
@@ -102,6 +103,7 @@ class LineEncoder(FileEncoder):
         if compression is not None:
             self._sink = pa.CompressedOutputStream(_KeepOpen(out), compression)
         self._compressed = compression is not None
+        self._counter: Optional[StatsCounter] = None
         if header:
             self._emit(header)
 
@@ -145,7 +147,18 @@ class LineEncoder(FileEncoder):
                 self._sink.flush()  # the compressed size is exact again
             if self.full:
                 break
+        if start:
+            self._stats_of(batch.slice(0, start) if start < count else batch)
         return batch.slice(start) if start < count else None
+
+    def _stats_of(self, written: pa.RecordBatch) -> None:
+        """Count the statistics of the rows that went into this file (:mod:`..stats`)."""
+        if self._counter is None:
+            self._counter = StatsCounter(written.schema)
+        self._counter.add(written)
+
+    def stats(self) -> Tuple[ColumnStats, ...]:
+        return self._counter.result() if self._counter is not None else ()
 
     @property
     def full(self) -> bool:

@@ -42,13 +42,14 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Any, BinaryIO, ClassVar, List, Optional
+from typing import Any, BinaryIO, ClassVar, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..stats import ColumnStats, parquet_footer_stats
 from .base import FileEncoder, Format
 
 __all__ = ["ParquetFormat", "parquet_schema", "to_file_table", "TYPE_PROFILES"]
@@ -407,3 +408,7 @@ class ParquetEncoder(FileEncoder):
     def close(self) -> None:
         self._flush()
         self._writer.close()
+
+    def stats(self) -> Tuple[ColumnStats, ...]:
+        """From the footer just written (``FileMetaData``), per leaf column."""
+        return parquet_footer_stats(self._writer.writer.metadata)

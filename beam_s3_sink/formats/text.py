@@ -41,7 +41,8 @@ class TextFormat(Format):
 
     Attributes:
       delimiter: one ASCII character between fields (tab by default).
-      null: the text of a NULL (``\\N`` by default).
+      null: the text of a NULL (``\\N`` by default). One without a backslash must not be a
+        value of the data (COPY FROM would read it as NULL): such a value is refused.
       compression: ``None``, ``"gzip"`` or ``"zstd"``: the whole file; ``max_file_size``
         then counts compressed bytes.
     """
@@ -91,10 +92,22 @@ class _TextLines:
 
     def __init__(self, fmt: TextFormat, schema: pa.Schema) -> None:
         self._fmt = fmt
+        self._names = schema.names
         self._renderers = [column_renderer(f.type, f.name) for f in schema]
+        # COPY FROM compares a field with the NULL string before removing backslashes, so a
+        # NULL string with a backslash (the default \N) never matches an escaped value; one
+        # without can, and that value would load as NULL: refused (found by hypothesis).
+        self._ambiguous_null = "\\" not in fmt.null
 
     def __call__(self, batch: pa.RecordBatch) -> pa.Array:
         fmt = self._fmt
-        fields = [pc.fill_null(fmt.escape_fields(render(batch.column(i))), fmt.null)
-                  for i, render in enumerate(self._renderers)]
+        fields = []
+        for i, render in enumerate(self._renderers):
+            escaped = fmt.escape_fields(render(batch.column(i)))
+            if self._ambiguous_null and pc.any(pc.equal(escaped, fmt.null)).as_py():
+                raise ValueError(
+                    f"column {self._names[i]!r}: a value is the text {fmt.null!r}, the NULL string of "
+                    f"this text format, which COPY ... FROM would load as NULL; use a NULL string that "
+                    f"the data cannot hold, such as the default '\\N'")
+            fields.append(pc.fill_null(escaped, fmt.null))
         return join_lines(fields, fmt.delimiter)

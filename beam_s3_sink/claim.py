@@ -1,0 +1,158 @@
+"""The path's claim: of two or more copies started into one path at once, exactly one goes on.
+
+Each copy's sentinel has its own key, so a conditional write on it decides nothing. Every
+copy with ``if_exists="error"`` or ``"replace"`` therefore contends for one key per path,
+``P/_CLAIM``, written with S3's conditional ``PutObject`` (``If-None-Match: *``: the write
+succeeds only if no object has that key)::
+
+    init: list P/ ─▶ PutObject P/_CLAIM If-None-Match:*  ─┬─ 200: ours ─▶ probe ─▶ list P/ again ─▶ sentinel ...
+                                                          └─ 412: GetObject P/_CLAIM
+                                                                 ├─ our sink id: ours (an earlier run, a retried PUT)
+                                                                 └─ another's: fail, naming it, having written nothing
+    completion: manifest ─▶ delete replaced ─▶ release the claim ─▶ delete sentinel
+    failure:    abort uploads ─▶ release the claim (the sentinel stays)
+
+The claim's body is JSON naming its holder (``{"sink_id": ..., "nonce": ..., "started": ...}``).
+The holder deletes it (no other copy can write that key while it exists); ``--abort`` deletes
+it only when it names the copy being removed. A copy that crashes keeps its
+claim: a rerun with the same sink id takes it over (the body names it); any other copy fails
+with a message naming the holder and the clean-up command (:mod:`.cleanup`,
+``python -m pipelines.copy_to_s3 --abort ID --output s3://...``). ``if_exists="append"``
+takes no claim: appending copies may share a path.
+
+**Stores that ignore If-None-Match.** AWS S3 (since August 2024), moto and SeaweedFS enforce
+it (checked by the tests: a second conditional PUT gets 412 PreconditionFailed). A store that
+ignores the header, or answers 501 NotImplemented, is detected at the claim: right after the
+claim is written, a second conditional PUT of the same key must fail with 412; if it succeeds
+(or the header is refused), the claim decides nothing, is deleted, and the copy falls back to
+the **sentinel re-list**: it writes its sentinel, lists ``P/`` again, and of the sentinels that
+appeared since its first listing the oldest (``LastModified``, then the smaller sink id) wins;
+completion repeats the check before it writes the manifest. With strong read-after-write
+listing (AWS S3, MinIO, Ceph, SeaweedFS) this leaves one winner: a copy that listed before the
+other wrote its sentinel is the older, and both compare the same two sentinels at commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Dict, Optional
+
+from .keys import CopyKeys
+from .s3 import S3RequestError, call, describe_error, error_code
+
+__all__ = ["ClaimOutcome", "take_claim", "read_claim_holder", "release_claim", "abort_hint",
+           "CONDITIONAL", "FALLBACK"]
+
+_log = logging.getLogger(__name__)
+CONDITIONAL = "conditional"
+"""The store enforced If-None-Match: the claim decides."""
+FALLBACK = "relist"
+"""The store ignored If-None-Match: the sentinel re-list decides (see the module docstring)."""
+_CONFLICT_RETRIES = 8
+
+
+@dataclass(frozen=True)
+class ClaimOutcome:
+    """What :func:`take_claim` found: ``mode`` when this copy may go on, else ``holder``."""
+
+    mode: Optional[str] = None      # CONDITIONAL or FALLBACK; None when another copy holds it
+    holder: Optional[str] = None    # the sink id holding the claim, when not this copy
+    started: str = ""               # when the holder claimed the path (its claim's body)
+
+
+def abort_hint(uri: str, sink_id: str) -> str:
+    """The clean-up command for copy ``sink_id`` into ``uri``, as a person types it."""
+    return f"python -m pipelines.copy_to_s3 --abort {sink_id} --output {uri}"
+
+
+def _status(exc: BaseException) -> int:
+    response = getattr(exc, "response", None) or {}
+    return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+
+
+def _conditional_put(client: Any, bucket: str, key: str, body: bytes, put_args: Dict[str, Any]) -> Optional[str]:
+    """PutObject with If-None-Match: *; None when written, else S3's error code."""
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*", ContentType="application/json",
+                          **put_args)
+        return None
+    except Exception as exc:  # noqa: BLE001 - sorted below
+        code = error_code(exc)
+        status = _status(exc)
+        if code == "PreconditionFailed" or status == 412:
+            return "PreconditionFailed"
+        if code == "ConditionalRequestConflict" or status == 409:
+            return "ConditionalRequestConflict"
+        if code == "NotImplemented" or status == 501:
+            return "NotImplemented"
+        raise S3RequestError(describe_error(exc, "PutObject", bucket, key)) from exc
+
+
+def read_claim_holder(client: Any, bucket: str, key: str) -> Optional[Dict[str, Any]]:
+    """The claim's body (``sink_id``, ``nonce``, ``started``), or None if there is no claim."""
+    try:
+        data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except Exception as exc:  # noqa: BLE001 - sorted below
+        if error_code(exc) in ("NoSuchKey", "404") or _status(exc) == 404:
+            return None
+        raise S3RequestError(describe_error(exc, "GetObject", bucket, key)) from exc
+    try:
+        body = json.loads(data)
+        return body if isinstance(body, dict) and isinstance(body.get("sink_id"), str) else {"sink_id": "?"}
+    except ValueError:
+        return {"sink_id": "?"}
+
+
+def take_claim(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] = None) -> ClaimOutcome:
+    """Claim ``P/`` for copy ``keys.sink_id`` (see the module docstring)."""
+    put_args = put_args or {}
+    bucket, key = keys.location.bucket, keys.claim
+    body = json.dumps({"sink_id": keys.sink_id, "nonce": secrets.token_hex(8),
+                       "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}).encode()
+    for attempt in range(_CONFLICT_RETRIES):
+        answer = _conditional_put(client, bucket, key, body, put_args)
+        if answer is None:
+            return ClaimOutcome(mode=_probe(client, keys, body, put_args))
+        if answer == "NotImplemented":
+            _log.warning("s3://%s does not take conditional writes (If-None-Match); copy %s falls back "
+                         "to the sentinel re-list", bucket, keys.sink_id)
+            return ClaimOutcome(mode=FALLBACK)
+        if answer == "ConditionalRequestConflict":  # another conditional write is in flight
+            time.sleep(0.05 * (attempt + 1))
+            continue
+        holder = read_claim_holder(client, bucket, key)
+        if holder is None:  # released between our PUT and our GET: try again
+            continue
+        if holder["sink_id"] == keys.sink_id:
+            _log.info("copy %s takes over its own claim on %s (an earlier run, or a retried request)",
+                      keys.sink_id, keys.location.uri)
+            return ClaimOutcome(mode=CONDITIONAL)
+        return ClaimOutcome(holder=holder["sink_id"], started=str(holder.get("started", "")))
+    raise S3RequestError(f"could not claim {keys.location.object_uri(key)}: the claim kept changing "
+                         f"({_CONFLICT_RETRIES} attempts)")
+
+
+def _probe(client: Any, keys: CopyKeys, body: bytes, put_args: Dict[str, Any]) -> str:
+    """Whether the store enforced the condition: a second conditional PUT must get 412."""
+    bucket, key = keys.location.bucket, keys.claim
+    answer = _conditional_put(client, bucket, key, body, put_args)
+    if answer in ("PreconditionFailed", "ConditionalRequestConflict"):
+        return CONDITIONAL
+    _log.warning("s3://%s ignores If-None-Match (a second conditional PUT of %s succeeded); copy %s "
+                 "falls back to the sentinel re-list", bucket, key, keys.sink_id)
+    try:
+        call(client, "DeleteObject", bucket, key)
+    except S3RequestError as exc:
+        _log.warning("could not delete %s: %s", key, exc)
+    return FALLBACK
+
+
+def release_claim(client: Any, keys: CopyKeys) -> None:
+    """Delete the claim this copy holds (init took it: no other copy can have written it since,
+    so it is deleted without reading it). Raises S3RequestError."""
+    call(client, "DeleteObject", keys.location.bucket, keys.claim)

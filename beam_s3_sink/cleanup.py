@@ -1,0 +1,102 @@
+"""Removing what an incomplete copy left: ``abort_copy`` and the CLI's ``--abort``.
+
+A copy that crashed (``kill -9``, an OOM kill, a lost cluster) or failed leaves its sentinel,
+perhaps the path's claim, pending multipart uploads (invisible, but stored and billed) and,
+after a failed commit, data files. A rerun with the same sink id finishes the copy; when the
+copy is not to be rerun, :func:`abort_copy` removes exactly what it left::
+
+    list P/ ──▶ the copy's own keys (data files, sentinel, manifest) ─▶ DeleteObject each
+    ListMultipartUploads P/ ──▶ the copy's data-file uploads ──────────▶ AbortMultipartUpload each
+    GetObject P/_CLAIM ──▶ names this sink id? ────────────────────────▶ DeleteObject
+
+Nothing of another sink id is touched: ownership is the whole-key match of
+:class:`~beam_s3_sink.keys.CopyKeys`. A committed copy (a manifest and no sentinel) is
+refused unless ``force=True``: removing it deletes finished data.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from .claim import read_claim_holder
+from .config import S3Config
+from .keys import CopyKeys, parse_s3_uri, validate_sink_id
+from .s3 import call, list_keys, list_uploads
+
+__all__ = ["abort_copy", "AbortReport", "CommittedCopyError"]
+
+_log = logging.getLogger(__name__)
+
+
+class CommittedCopyError(RuntimeError):
+    """The copy finished (manifest, no sentinel): removing it needs ``force=True``."""
+
+
+@dataclass(frozen=True)
+class AbortReport:
+    """What :func:`abort_copy` removed.
+
+    Attributes:
+      uri, sink_id: the copy.
+      deleted: the ``s3://`` URIs of the objects deleted (data files, sentinel, manifest, claim).
+      aborted: ``(s3:// URI, upload id)`` of each pending multipart upload aborted.
+      committed: whether the copy had finished (only removed with ``force``).
+    """
+
+    uri: str
+    sink_id: str
+    deleted: Tuple[str, ...] = ()
+    aborted: Tuple[Tuple[str, str], ...] = ()
+    committed: bool = False
+
+    def describe(self) -> str:
+        """A few lines a person reads: what was removed."""
+        lines = [f"copy {self.sink_id!r} in {self.uri}: deleted {len(self.deleted)} object(s), "
+                 f"aborted {len(self.aborted)} pending upload(s)"]
+        lines += [f"  deleted {uri}" for uri in self.deleted]
+        lines += [f"  aborted {uri} (upload {upload_id[:16]}...)" for uri, upload_id in self.aborted]
+        return "\n".join(lines)
+
+
+def abort_copy(uri: str, sink_id: str, s3: Optional[S3Config] = None, force: bool = False,
+               client: Optional[object] = None) -> AbortReport:
+    """Remove what copy ``sink_id`` left under ``uri``; return what was removed.
+
+    >>> abort_copy("s3://bucket/exports/orders", "nightly-2026-12-01", s3=S3Config())  # doctest: +SKIP
+    AbortReport(uri='s3://bucket/exports/orders', sink_id='nightly-2026-12-01', deleted=(...), ...)
+
+    Raises :class:`CommittedCopyError` for a finished copy unless ``force``, and
+    ``S3RequestError`` when a request is refused (what was removed before stays removed;
+    running it again finishes the job).
+    """
+    keys = CopyKeys(parse_s3_uri(uri), validate_sink_id(sink_id))
+    client = client if client is not None else (s3 or S3Config()).make_client()
+    bucket, location = keys.location.bucket, keys.location
+    owned = sorted(o["Key"] for o in list_keys(client, bucket, location.list_prefix) if keys.is_owned(o["Key"]))
+    committed = keys.manifest in owned and keys.sentinel not in owned
+    if committed and not force:
+        raise CommittedCopyError(
+            f"copy {sink_id!r} in {location.uri} is complete (its manifest is there and no sentinel): "
+            f"removing it deletes finished data; pass --force (force=True) to remove it anyway")
+    aborted = []
+    for key, upload_id in list_uploads(client, bucket, keys.data_prefix):
+        if keys.is_data_file(key):
+            call(client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)
+            aborted.append((location.object_uri(key), upload_id))
+    deleted = []
+    for key in [k for k in owned if k != keys.sentinel]:
+        call(client, "DeleteObject", bucket, key)
+        deleted.append(location.object_uri(key))
+    holder = read_claim_holder(client, bucket, keys.claim)
+    if holder is not None and holder["sink_id"] == sink_id:
+        call(client, "DeleteObject", bucket, keys.claim)
+        deleted.append(location.object_uri(keys.claim))
+    # The sentinel goes last: until everything else is gone, readers still see "incomplete".
+    if keys.sentinel in owned:
+        call(client, "DeleteObject", bucket, keys.sentinel)
+        deleted.append(location.object_uri(keys.sentinel))
+    report = AbortReport(location.uri, sink_id, tuple(deleted), tuple(aborted), committed)
+    _log.info("%s", report.describe())
+    return report
