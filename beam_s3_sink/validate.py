@@ -28,6 +28,7 @@ import pyarrow as pa
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
+from .arrow_input import conform_batches, is_arrow
 from .formats.base import Format
 from .keys import CopyKeys
 from .layout import Layout
@@ -102,6 +103,10 @@ class ValidateFn(beam.DoFn):
         self._report = ValidationReport()
 
     def process(self, row: Any) -> Iterable[Any]:
+        if type(row) is not dict and is_arrow(row):
+            self._check()  # the rows before it keep their positions
+            self._check_arrow(row)
+            return ()
         self._rows.append((self._seen, row))
         self._seen += 1
         if len(self._rows) >= _BATCH_ROWS:
@@ -128,6 +133,29 @@ class ValidateFn(beam.DoFn):
         except Exception as exc:  # noqa: BLE001 - the reason is the report
             return f"{type(exc).__name__}: {exc}" if not str(exc).startswith(type(exc).__name__) else str(exc)
         return None
+
+    def _check_arrow(self, data: Any) -> None:
+        """A ``RecordBatch``/``Table``: conformed and encoded as it is; only when that fails
+        (or with ``partition_by``, whose values are checked per row) are its rows checked
+        one by one, to name each bad row."""
+        if not self._layout.partition_by:
+            try:
+                for batch in conform_batches(data, self._schema):
+                    encoder = self._format.open(self._file_schema, _Discard(), 2**62)
+                    encoder.write(batch)
+                    encoder.close()
+            except Exception:  # noqa: BLE001 - find the bad rows below
+                pass
+            else:
+                self._seen += data.num_rows
+                self._report = self._report.merge(ValidationReport(data.num_rows, 0, ()))
+                return
+        for row in data.to_pylist():
+            self._rows.append((self._seen, row))
+            self._seen += 1
+            if len(self._rows) >= _BATCH_ROWS:
+                self._check()
+        self._check()
 
     def _check(self) -> None:
         rows, self._rows = self._rows, []
