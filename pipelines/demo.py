@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_s3_sink import CopyToS3, CsvFormat, S3Config
+from pipelines.default_runner import with_default_runner
 from pipelines.demo_data import ORDERS_SCHEMA, SHARD_ROWS, expected_totals, orders_shard
 
 DEMO_BUCKET = "beam-s3-sink-demo"
@@ -82,7 +83,7 @@ def run_demo(args: argparse.Namespace, beam_args: List[str], endpoint: str, conf
         print(f"  {name:8} {uri}")
     started = time.monotonic()
     rows = args.rows
-    with beam.Pipeline(options=PipelineOptions(beam_args)) as p:
+    with beam.Pipeline(options=PipelineOptions(with_default_runner(beam_args))) as p:
         orders = (p
                   | "Shards" >> beam.Create(list(range((rows + SHARD_ROWS - 1) // SHARD_ROWS)))
                   | "Generate" >> beam.FlatMap(orders_shard, rows))
