@@ -1,12 +1,13 @@
 # make demo: set up and run the demo pipeline end to end against an embedded S3 server.
 # make test: set up, start every service the tests need, and run the whole suite.
+# make runners: fetch the Flink/Spark job servers and Prism that the runner tests use.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test venv postgres clean
+.PHONY: demo test venv postgres runners clean
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +21,15 @@ venv: $(STAMP)
 postgres:
 	bash scripts/ensure-postgres.sh
 
+# Flink and Spark job-server classpaths and the Prism binary, for the tests on real runners:
+# fetched once into $${BEAM_S3_SINK_CACHE:-~/.cache/beam-s3-sink} (scripts/fetch-runners.sh).
+runners: venv
+	bash scripts/fetch-runners.sh $(BIN)/python
+
 demo: venv
 	$(BIN)/python -m pipelines.copy_to_s3 --demo
 
-test: venv postgres
+test: venv postgres runners
 	$(BIN)/python -m pytest
 
 clean:
