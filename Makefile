@@ -22,7 +22,7 @@ postgres:
 	bash scripts/ensure-postgres.sh
 
 # Flink and Spark job-server classpaths and the Prism binary, for the tests on real runners:
-# fetched once into $${BEAM_S3_SINK_CACHE:-~/.cache/beam-s3-sink} (scripts/fetch-runners.sh).
+# fetched once into $BEAM_S3_SINK_CACHE, default ~/.cache/beam-s3-sink (scripts/fetch-runners.sh).
 runners: venv
 	bash scripts/fetch-runners.sh $(BIN)/python
 

@@ -55,7 +55,10 @@ fetch_classpath() {  # fetch_classpath NAME: scripts/runners/NAME/pom.xml -> $CA
 
 fetch_prism() {  # Prism at the installed SDK's version -> $CACHE/prism/prism
   local dest="$CACHE/prism" version
-  version=$("$PYTHON" -c 'import apache_beam; print(apache_beam.__version__)')
+  version=$("$PYTHON" -c 'import apache_beam; print(apache_beam.__version__)' 2>/dev/null) || {
+    echo "fetch-runners: cannot read the apache-beam version from $PYTHON (run 'make venv' first)" >&2
+    exit 1
+  }
   local want="prism v$version"
   if [ -f "$dest/.stamp" ] && [ "$(cat "$dest/.stamp")" = "$want" ] && [ -x "$dest/prism" ]; then
     echo "fetch-runners: Prism v$version is cached in $dest/prism"

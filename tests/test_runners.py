@@ -185,3 +185,22 @@ def test_errors_input_aborts_the_copy(runner, s3_config, s3_client, bucket, tmp_
     assert "validation failed: order 17 has no customer" in result.error
     assert list_objects(s3_client, bucket) == {}
     assert pending_uploads(s3_client, bucket) == []
+
+
+def test_cli_copies_generated_rows(runner, s3_endpoint, s3_client, bucket):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    completed = subprocess.run(
+        [sys.executable, "-m", "pipelines.copy_to_s3", "--source", "generate:5000", "--output", f"s3://{bucket}/cli",
+         "--sink_id", "cli", *runner, "--s3_endpoint_url", s3_endpoint],
+        cwd=root, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    manifest = read_manifest(s3_client, bucket, "cli/_cli-manifest.json")
+    files = data_keys(s3_client, bucket, "cli")
+    assert manifest["rows"] == 5000 and len(files) == manifest["files"]
+    ids = sorted(i for key in files for i in read_parquet(s3_client, bucket, key).column("order_id").to_pylist())
+    assert len(ids) == len(set(ids)) == 5000
+    assert pending_uploads(s3_client, bucket) == []
