@@ -113,6 +113,7 @@ def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_conf
 
     expected = list(range(ROWS))
     if "result" in outcome:  # Flink restarted the job and it finished: exact, nothing extra
+        assert "to RESTARTING" in server.log_tail(100_000), "the job finished, so Flink must have restarted it"
         result = outcome["result"]
         assert result.ok and result.rows == ROWS
         files = data_keys(s3_client, bucket, "orders")
