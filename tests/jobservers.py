@@ -68,7 +68,7 @@ def _artifact(*parts: str) -> str:
     return path
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class ServerProcess:
     """A server started for the session: its process, the address it serves, its log file."""
 

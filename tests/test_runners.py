@@ -15,6 +15,10 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import os
+import pickle
+import subprocess
+import sys
 from typing import Any, Dict, List
 
 import apache_beam as beam
@@ -178,8 +182,6 @@ def test_errors_input_aborts_the_copy(runner, s3_config, s3_client, bucket, tmp_
         result = rows | CopyToS3(f"s3://{bucket}/p", schema=SCHEMA, s3=s3_config, errors=errors,
                                  fail_on_error=False)
         result | "Keep" >> beam.Map(_write_pickle, str(out))
-    import pickle
-
     result = pickle.loads(out.read_bytes())
     assert not result.ok and result.rows == 0
     assert "validation failed: order 17 has no customer" in result.error
@@ -188,10 +190,6 @@ def test_errors_input_aborts_the_copy(runner, s3_config, s3_client, bucket, tmp_
 
 
 def test_cli_copies_generated_rows(runner, s3_endpoint, s3_client, bucket):
-    import os
-    import subprocess
-    import sys
-
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     completed = subprocess.run(
         [sys.executable, "-m", "pipelines.copy_to_s3", "--source", "generate:5000", "--output", f"s3://{bucket}/cli",
