@@ -170,9 +170,11 @@ def _serve(start) -> Iterator["jobservers.ServerProcess"]:
     import jobservers
 
     try:
-        server = start()
+        server, failure = start(), None
     except jobservers.RunnerSetupError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        server, failure = None, str(exc)
+    if failure:
+        pytest.fail(failure, pytrace=False)
     try:
         yield server
     finally:

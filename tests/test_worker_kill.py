@@ -52,13 +52,15 @@ def restarting_flink(tmp_path_factory):
     conf_dir = tmp_path_factory.mktemp("flink-conf")
     (conf_dir / "config.yaml").write_text(FLINK_CONF)
     logs = str(tmp_path_factory.mktemp("flink-restart-logs"))
-    servers = []
+    servers, failure = [], None
     try:
         try:
             servers.append(jobservers.flink_job_server(logs, str(conf_dir), name="flink-restart"))
             servers.append(jobservers.worker_pool(logs, name="kill-pool"))
         except jobservers.RunnerSetupError as exc:
-            pytest.fail(str(exc), pytrace=False)
+            failure = str(exc)
+        if failure:
+            pytest.fail(failure, pytrace=False)
         yield tuple(servers)
     finally:
         for server in servers:
