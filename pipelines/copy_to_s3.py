@@ -36,6 +36,7 @@ from apache_beam.runners.runner import PipelineState
 
 from beam_s3_sink import CopyToS3, S3Config
 from beam_s3_sink.formats import resolve_format
+from pipelines.default_runner import with_default_runner
 from pipelines.progress import ProgressLine, RowCounter
 from pipelines.schema_text import SchemaSyntaxError, format_schema, load_schema
 from pipelines.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source, source_totals
@@ -70,8 +71,9 @@ schema text form: name:type[!],... where ! means NOT NULL; types are pyarrow nam
   decimal(12,2), list<string> ...). --schema FILE.json reads a list of
   {{"name", "type", "nullable"}} objects, such as a copy's manifest.
 
-Beam pipeline flags (--runner, --direct_num_workers, --s3_endpoint_url, --s3_region_name,
-  --setup_file, --flink_master, --project, --region, --temp_location ...) pass through to
+Beam pipeline flags (--runner, default FnApiRunner: in this process; --direct_num_workers,
+  --s3_endpoint_url, --s3_region_name, --setup_file, --flink_master, --job_endpoint,
+  --environment_type, --project, --region, --temp_location ...) pass through to
   Beam; unknown flags are an error, except those after a lone "--", passed on unchecked.
   S3 credentials come from --s3_access_key_id/--s3_secret_access_key, else boto3's chain
   (AWS_ACCESS_KEY_ID, ~/.aws, instance roles).
@@ -176,7 +178,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         argv, passed_on = argv[: argv.index("--")], argv[argv.index("--") + 1:]
     args, beam_args = build_parser().parse_known_args(argv)
     _check_beam_flags(beam_args)
-    pipeline_args = beam_args + passed_on
+    pipeline_args = with_default_runner(beam_args + passed_on)
     try:
         FileSystems.set_options(PipelineOptions(pipeline_args))  # Beam's S3 file system reads --s3_*
         schema = load_schema(args.schema) if args.schema else None
@@ -287,7 +289,7 @@ def print_dry_run(plan: CopyPlan, out: Any) -> int:
 def _workers_are_local(options: PipelineOptions) -> bool:
     runner = (options.view_as(StandardOptions).runner or "DirectRunner").lower()
     environment = (options.view_as(PortableOptions).environment_type or "").upper()
-    return runner in ("directrunner", "direct", "prismrunner") or environment == "LOOPBACK"
+    return runner in ("directrunner", "direct", "fnapirunner", "prismrunner") or environment == "LOOPBACK"
 
 
 def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:

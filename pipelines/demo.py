@@ -28,6 +28,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_s3_sink import CopyToS3, CsvFormat, S3Config
+from pipelines.default_runner import with_default_runner
 from pipelines.demo_data import FLIGHTS_SCHEMA, flight_batches, flights_path
 from pipelines.progress import ProgressLine, RowCounter
 
@@ -111,7 +112,7 @@ def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoi
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="demo-progress-") as progress_dir:
         with ProgressLine(progress_dir) as progress:
-            pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+            pipeline = beam.Pipeline(options=PipelineOptions(with_default_runner(beam_args)))
             flights = (pipeline | "Source" >> beam.Create([source])
                        | "ReadFlights" >> beam.ParDo(ReadFlights(RowCounter(progress_dir))))
             flights | "ToParquet" >> CopyToS3(targets["parquet"], format="parquet", schema=FLIGHTS_SCHEMA,

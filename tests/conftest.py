@@ -1,6 +1,8 @@
 """Shared fixtures: a real S3 server (moto in server mode, or SeaweedFS, each in its own
 process on free loopback ports: see ``pipelines/s3servers.py``), a fresh bucket per test,
-and the Beam runners every pipeline test runs on.
+and the Beam runners every pipeline test runs on: three in this process, and Flink, Spark and
+Prism job servers started once per session the first time a test needs them
+(tests/jobservers.py).
 
 Fixtures: ``s3_server`` (session; parametrized over ``S3_SERVERS`` of the test's module,
 default moto only) ─▶ ``s3_endpoint`` ─▶ ``s3_config`` ─▶ ``s3_client`` ─▶ ``bucket`` (per test).
@@ -28,12 +30,19 @@ if os.path.dirname(_HERE) not in sys.path:
 from pipelines.s3servers import (  # noqa: E402  (re-exported for the test modules)
     ACCESS_KEY, REGION, SECRET_KEY, SERVERS, S3Server, free_port, start_moto, start_server)
 
-RUNNERS = {
-    "direct": ["--runner=DirectRunner"],
-    "multiprocess": ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+#: Runners that run in this process. "direct" names the FnApiRunner, which is what Beam 2.77's
+#: DirectRunner falls back to after first trying Prism (a failed download here, every pipeline).
+LOCAL_RUNNERS = {
+    "direct": ["--runner=FnApiRunner"],
+    "multiprocess": ["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
                      "--direct_num_workers=2"],
     "portable": ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"],
 }
+#: Runners on a job server of the session (tests/jobservers.py), with parallelism 2: Flink with
+#: SDK workers in this process (LOOPBACK) and with an EXTERNAL pool of two worker processes,
+#: Spark (local[2]), Prism.
+DISTRIBUTED_RUNNERS = ("flink", "flink-external", "spark", "prism")
+RUNNERS = sorted([*LOCAL_RUNNERS, *DISTRIBUTED_RUNNERS])
 
 
 def pytest_generate_tests(metafunc) -> None:
@@ -97,14 +106,82 @@ def bucket(s3_client) -> str:
     return name
 
 
-def runner_args(name: str) -> List[str]:
-    return list(RUNNERS[name])
+def runner_args(name: str, request: Optional[pytest.FixtureRequest] = None) -> List[str]:
+    """Pipeline arguments for runner ``name``; a distributed runner needs the test's ``request``
+    (its job server is a session fixture, started on first use)."""
+    if name in LOCAL_RUNNERS:
+        return list(LOCAL_RUNNERS[name])
+    if request is None:
+        raise ValueError(f"runner {name!r} needs the test's request to start its job server")
+    if name == "prism":
+        return ["--runner=PrismRunner", f"--job_endpoint={request.getfixturevalue('prism_job_server').address}",
+                "--environment_type=LOOPBACK"]
+    server = request.getfixturevalue("spark_job_server" if name == "spark" else "flink_job_server")
+    args = ["--runner=PortableRunner", f"--job_endpoint={server.address}", "--parallelism=2"]
+    if name == "flink-external":
+        pool = request.getfixturevalue("worker_pool")
+        return args + ["--environment_type=EXTERNAL", f"--environment_config={pool.address}",
+                       "--sdk_worker_parallelism=2"]
+    return args + ["--environment_type=LOOPBACK"]
 
 
-@pytest.fixture(params=sorted(RUNNERS))
+@pytest.fixture(params=RUNNERS)
 def runner(request) -> List[str]:
     """Beam pipeline arguments for each runner the package must work on."""
-    return runner_args(request.param)
+    return runner_args(request.param, request)
+
+
+@pytest.fixture(scope="session")
+def runner_logs(tmp_path_factory) -> str:
+    """Where the session's job servers and worker pool write their logs."""
+    return str(tmp_path_factory.mktemp("runner-logs"))
+
+
+@pytest.fixture(scope="session")
+def flink_job_server(runner_logs: str) -> Iterator["jobservers.ServerProcess"]:
+    """Beam 2.62's Flink job server with an embedded MiniCluster, for the session."""
+    import jobservers
+
+    yield from _serve(lambda: jobservers.flink_job_server(runner_logs))
+
+
+@pytest.fixture(scope="session")
+def spark_job_server(runner_logs: str) -> Iterator["jobservers.ServerProcess"]:
+    """Beam 2.62's Spark job server on a local[2] master, for the session."""
+    import jobservers
+
+    yield from _serve(lambda: jobservers.spark_job_server(runner_logs))
+
+
+@pytest.fixture(scope="session")
+def prism_job_server(runner_logs: str) -> Iterator["jobservers.ServerProcess"]:
+    """One Prism process shared by every Prism pipeline of the session."""
+    import jobservers
+
+    yield from _serve(lambda: jobservers.prism_job_server(runner_logs))
+
+
+@pytest.fixture(scope="session")
+def worker_pool(runner_logs: str) -> Iterator["jobservers.ServerProcess"]:
+    """Beam's EXTERNAL SDK worker pool (worker processes started on the runner's demand)."""
+    import jobservers
+
+    yield from _serve(lambda: jobservers.worker_pool(runner_logs))
+
+
+def _serve(start) -> Iterator["jobservers.ServerProcess"]:
+    import jobservers
+
+    try:
+        server, failure = start(), None
+    except jobservers.RunnerSetupError as exc:
+        server, failure = None, str(exc)
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ def run_copy(rows: Sequence[Any] = (), args: Optional[List[str]] = None, *,
 
     out = tempfile.NamedTemporaryFile(delete=False, suffix=".pickle")
     out.close()
-    options = PipelineOptions(args or ["--runner=DirectRunner"])
+    options = PipelineOptions(args or ["--runner=FnApiRunner"])
     with beam.Pipeline(options=options) as p:
         if source is not None:
             pcoll = source(p)

@@ -192,7 +192,7 @@ def test_empty_input_yields_one_file(fmt, s3_config, s3_client, bucket):
 
 def test_upstream_errors_abort_before_writing(s3_config, s3_client, bucket):
     path = _result_path()
-    with beam.Pipeline() as p:
+    with beam.Pipeline(runner="FnApiRunner") as p:
         rows = p | "Rows" >> beam.Create([make_row(i) for i in range(100)])
         errors = p | "Errors" >> beam.Create(["validation failed: order 17 has no customer"])
         result = rows | CopyToS3(f"s3://{bucket}/p", format="parquet", schema=SCHEMA, s3=s3_config,
@@ -208,7 +208,7 @@ def test_upstream_errors_abort_before_writing(s3_config, s3_client, bucket):
 def test_settings_come_from_the_pipelines_s3_options(s3_endpoint, s3_client, bucket):
     from conftest import ACCESS_KEY, REGION, SECRET_KEY
 
-    args = ["--runner=DirectRunner", f"--s3_endpoint_url={s3_endpoint}", f"--s3_region_name={REGION}",
+    args = ["--runner=FnApiRunner", f"--s3_endpoint_url={s3_endpoint}", f"--s3_region_name={REGION}",
             f"--s3_access_key_id={ACCESS_KEY}", f"--s3_secret_access_key={SECRET_KEY}"]
     result = run_copy([make_row(1), make_row(2)], args, uri=f"s3://{bucket}/opts", format="csv",
                       schema=SCHEMA)
@@ -218,7 +218,7 @@ def test_settings_come_from_the_pipelines_s3_options(s3_endpoint, s3_client, buc
 
 def test_schema_from_beam_schema(s3_config, s3_client, bucket):
     path = _result_path()
-    with beam.Pipeline() as p:
+    with beam.Pipeline(runner="FnApiRunner") as p:
         rows = p | beam.Create([Order(1, "a", 1.5), Order(2, None, 2.5)]).with_output_types(Order)
         rows | CopyToS3(f"s3://{bucket}/nt", format="parquet", s3=s3_config) | beam.Map(_save, path)
     result = _load(path)

@@ -360,7 +360,7 @@ def test_object_settings_are_checked():
 # precedence: explicit S3Config > the pipeline's S3Options > boto3's default chain -------------
 
 def test_explicit_config_wins_over_pipeline_options(s3_config, s3_client, bucket):
-    args = ["--runner=DirectRunner", "--s3_endpoint_url=http://127.0.0.1:9", "--s3_access_key_id=wrong",
+    args = ["--runner=FnApiRunner", "--s3_endpoint_url=http://127.0.0.1:9", "--s3_access_key_id=wrong",
             "--s3_secret_access_key=wrong"]
     result = run_copy([make_row(i) for i in range(10)], args, uri=f"s3://{bucket}/{PREFIX}", format="csv",
                       schema=SCHEMA, s3=s3_config)
@@ -370,7 +370,7 @@ def test_explicit_config_wins_over_pipeline_options(s3_config, s3_client, bucket
 
 
 def test_pipeline_options_are_used_without_explicit_config(s3_endpoint, s3_client, bucket):
-    args = ["--runner=DirectRunner", f"--s3_endpoint_url={s3_endpoint}", f"--s3_region_name={REGION}",
+    args = ["--runner=FnApiRunner", f"--s3_endpoint_url={s3_endpoint}", f"--s3_region_name={REGION}",
             f"--s3_access_key_id={ACCESS_KEY}", f"--s3_secret_access_key={SECRET_KEY}"]
     result = run_copy([make_row(i) for i in range(10)], args, uri=f"s3://{bucket}/{PREFIX}", format="csv",
                       schema=SCHEMA)

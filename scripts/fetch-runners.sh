@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Fetch what the tests need to run pipelines on real distributed runners, into a cache:
+#
+#   ${BEAM_S3_SINK_CACHE:-$HOME/.cache/beam-s3-sink}/
+#     flink/lib/*.jar   Flink job server (beam-runners-flink-1.19:2.62.0 and its dependencies)
+#     spark/lib/*.jar   Spark job server (beam-runners-spark-3:2.62.0, Spark 3.5.1 core/streaming)
+#     prism/prism       Beam's Go runner, the same version as the installed Python SDK
+#
+# Idempotent: each artifact has a stamp file written only after it is complete, holding what it
+# was built from (the pom's checksum, Prism's version); an artifact whose stamp matches is not
+# fetched again, a half-done one (no stamp, or a stale one) is fetched again from scratch.
+# Maven Central (through mvn and ~/.m2) and the Go module proxy are the only sources.
+#
+# Usage: scripts/fetch-runners.sh [PYTHON]   (PYTHON: the interpreter whose apache-beam
+#        version Prism must match; default .venv/bin/python)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE=${BEAM_S3_SINK_CACHE:-$HOME/.cache/beam-s3-sink}
+PYTHON=${1:-.venv/bin/python}
+mkdir -p "$CACHE"
+
+need() {  # need COMMAND DEBIAN-PACKAGE: install the package when the command is missing (as root)
+  command -v "$1" >/dev/null && return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "fetch-runners: '$1' is missing: install it (Debian package '$2')" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+  command -v "$1" >/dev/null
+}
+
+fetch_classpath() {  # fetch_classpath NAME: scripts/runners/NAME/pom.xml -> $CACHE/NAME/lib
+  local name=$1 pom="$HERE/runners/$1/pom.xml" dest="$CACHE/$1"
+  local want
+  want="pom $(sha256sum "$pom" | cut -d' ' -f1)"
+  if [ -f "$dest/.stamp" ] && [ "$(cat "$dest/.stamp")" = "$want" ]; then
+    echo "fetch-runners: $name job server classpath is cached in $dest/lib"
+    return 0
+  fi
+  need java openjdk-17-jre-headless
+  need mvn maven
+  echo "fetch-runners: fetching the $name job server classpath into $dest/lib"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  mvn --batch-mode --quiet -Dstyle.color=never -f "$pom" \
+    org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+    -DoutputDirectory="$dest/lib.part" -DincludeScope=runtime
+  mv "$dest/lib.part" "$dest/lib"
+  echo "fetch-runners: $name: $(ls "$dest/lib" | wc -l) jars"
+  echo "$want" > "$dest/.stamp"
+}
+
+fetch_prism() {  # Prism at the installed SDK's version -> $CACHE/prism/prism
+  local dest="$CACHE/prism" version
+  version=$("$PYTHON" -c 'import apache_beam; print(apache_beam.__version__)' 2>/dev/null) || {
+    echo "fetch-runners: cannot read the apache-beam version from $PYTHON (run 'make venv' first)" >&2
+    exit 1
+  }
+  local want="prism v$version"
+  if [ -f "$dest/.stamp" ] && [ "$(cat "$dest/.stamp")" = "$want" ] && [ -x "$dest/prism" ]; then
+    echo "fetch-runners: Prism v$version is cached in $dest/prism"
+    return 0
+  fi
+  if ! command -v go >/dev/null; then
+    echo "fetch-runners: 'go' is missing: install Go 1.25 or newer (https://go.dev/doc/install)" >&2
+    exit 1
+  fi
+  echo "fetch-runners: building Prism v$version into $dest (a few minutes the first time)"
+  rm -rf "$dest"
+  mkdir -p "$dest/bin.part"
+  GOBIN="$dest/bin.part" go install "github.com/apache/beam/sdks/v2/go/cmd/prism@v$version"
+  mv "$dest/bin.part/prism" "$dest/prism"
+  rmdir "$dest/bin.part"
+  echo "$want" > "$dest/.stamp"
+}
+
+fetch_classpath flink
+fetch_classpath spark
+fetch_prism

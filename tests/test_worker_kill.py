@@ -1,0 +1,139 @@
+"""An SDK worker dies mid-copy on Flink: ``kill -9`` while its parts are uploading.
+
+::
+
+    Flink job server (own, restart-strategy fixed-delay, 3 attempts) ── EXTERNAL ──▶ worker pool
+        │                                                                  ├─ SDK worker 1
+        │  copy of ~60 MB of CSV, 5 MiB parts, parallelism 2                └─ SDK worker 2  ◀── kill -9
+        ▼                                                                     once a part has landed
+    moto S3 ◀── the test polls ListMultipartUploads / ListParts
+
+Either the job recovers (Flink restarts it; init aborts the first attempt's uploads) and the copy
+is exact, or it fails with nothing visible but the sentinel. Then a rerun with the same
+``sink_id`` is exact and leaves no pending upload. The job server and the pool are this
+module's own, so that the kill and the restart strategy touch no other test.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any, Dict, List
+
+import pyarrow as pa
+import pytest
+
+import jobservers
+from beam_s3_sink import CsvFormat
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
+
+SCHEMA = pa.schema([("id", pa.int64()), ("payload", pa.string())])
+ROWS = 300_000  # about 60 MB of CSV: a dozen 5 MiB parts over two workers
+FLINK_CONF = """\
+restart-strategy.type: fixed-delay
+restart-strategy.fixed-delay.attempts: 3
+restart-strategy.fixed-delay.delay: 2 s
+"""
+_LOG = logging.getLogger(__name__)
+
+
+def payload_row(i: int) -> Dict[str, Any]:
+    return {"id": i, "payload": f"{i:010d}" * 20}
+
+
+@pytest.fixture(scope="module")
+def restarting_flink(tmp_path_factory):
+    """A Flink job server whose jobs restart after a failure, and its own EXTERNAL pool."""
+    conf_dir = tmp_path_factory.mktemp("flink-conf")
+    (conf_dir / "config.yaml").write_text(FLINK_CONF)
+    logs = str(tmp_path_factory.mktemp("flink-restart-logs"))
+    servers, failure = [], None
+    try:
+        try:
+            servers.append(jobservers.flink_job_server(logs, str(conf_dir), name="flink-restart"))
+            servers.append(jobservers.worker_pool(logs, name="kill-pool"))
+        except jobservers.RunnerSetupError as exc:
+            failure = str(exc)
+        if failure:
+            pytest.fail(failure, pytrace=False)
+        yield tuple(servers)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def uploaded_parts(client, bucket: str) -> int:
+    """How many parts the pending multipart uploads in ``bucket`` hold."""
+    count = 0
+    for upload in client.list_multipart_uploads(Bucket=bucket).get("Uploads", ()):
+        parts = client.list_parts(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+        count += len(parts.get("Parts", ()))
+    return count
+
+
+def read_ids(client, bucket: str, keys: List[str]) -> List[int]:
+    ids = []
+    for key in keys:
+        for id_, payload in csv.reader(io.StringIO(get_bytes(client, bucket, key).decode(), newline="")):
+            assert payload == f"{int(id_):010d}" * 20, key
+            ids.append(int(id_))
+    return sorted(ids)
+
+
+def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_config, s3_client, bucket):
+    server, pool = restarting_flink
+    args = ["--runner=PortableRunner", f"--job_endpoint={server.address}", "--parallelism=2",
+            "--environment_type=EXTERNAL", f"--environment_config={pool.address}", "--sdk_worker_parallelism=2"]
+    copy = dict(uri=f"s3://{bucket}/orders", format=CsvFormat(), schema=SCHEMA, s3=s3_config,
+                sink_id="killed", max_file_size="40MiB")
+    outcome: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = run_copy(args=args, generate=(payload_row, ROWS), **copy)
+        except Exception as exc:  # the job failed: what is left in the bucket is checked below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 600
+    while uploaded_parts(s3_client, bucket) == 0:
+        assert thread.is_alive(), f"the copy ended before any part landed: {outcome}"
+        assert time.monotonic() < deadline, "no part landed within 10 minutes"
+        time.sleep(0.1)
+    workers = jobservers.child_pids(pool.process.pid)
+    assert len(workers) == 2, f"the pool should run two SDK workers, it runs {workers}"
+    os.kill(workers[0], signal.SIGKILL)
+    _LOG.warning("killed SDK worker %s of %s with parts uploading", workers[0], workers)
+    thread.join(900)
+    assert not thread.is_alive(), "the copy did not end within 15 minutes of the kill"
+
+    expected = list(range(ROWS))
+    if "result" in outcome:  # Flink restarted the job and it finished: exact, nothing extra
+        assert "to RESTARTING" in server.log_tail(100_000), "the job finished, so Flink must have restarted it"
+        result = outcome["result"]
+        assert result.ok and result.rows == ROWS
+        files = data_keys(s3_client, bucket, "orders")
+        assert sorted(f.uri for f in result.files) == [f"s3://{bucket}/{k}" for k in files]
+        assert read_ids(s3_client, bucket, files) == expected
+        assert "orders/_killed-INCOMPLETE" not in list_objects(s3_client, bucket)
+        assert pending_uploads(s3_client, bucket) == []
+    else:  # the job failed: nothing visible but the sentinel
+        assert data_keys(s3_client, bucket, "orders") == [], outcome["error"]
+        assert "orders/_killed-INCOMPLETE" in list_objects(s3_client, bucket)
+    print(f"\nworker kill on Flink: {'recovered, exact' if 'result' in outcome else 'failed, nothing visible'}"
+          f" ({outcome.get('error', '')!s:.200})")
+
+    rerun = run_copy(args=args, generate=(payload_row, ROWS), **copy)
+    assert rerun.ok and rerun.rows == ROWS
+    files = data_keys(s3_client, bucket, "orders")
+    assert sorted(f.uri for f in rerun.files) == [f"s3://{bucket}/{k}" for k in files]
+    assert read_ids(s3_client, bucket, files) == expected
+    assert pending_uploads(s3_client, bucket) == []
+    if "result" in outcome:
+        assert rerun == outcome["result"], "a rerun of a finished copy reports it again"
