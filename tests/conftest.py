@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from typing import Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -123,6 +123,15 @@ def runner_args(name: str, request: Optional[pytest.FixtureRequest] = None) -> L
         return args + ["--environment_type=EXTERNAL", f"--environment_config={pool.address}",
                        "--sdk_worker_parallelism=2"]
     return args + ["--environment_type=LOOPBACK"]
+
+
+def across_runners(variants: Sequence[str], on_distributed: Sequence[str],
+                   distributed: Sequence[str] = DISTRIBUTED_RUNNERS) -> List[Any]:
+    """``(runner, variant)`` params for ``@pytest.mark.parametrize("runner,variant", ...,
+    indirect=["runner"])``: every variant on the in-process runners, ``on_distributed`` on the
+    job-server runners (whose own contract is tests/test_runners.py), to keep the suite CI-sized."""
+    return ([pytest.param(r, v, id=f"{r}-{v}") for r in sorted(LOCAL_RUNNERS) for v in variants]
+            + [pytest.param(r, v, id=f"{r}-{v}") for r in distributed for v in on_distributed])
 
 
 @pytest.fixture(params=RUNNERS)

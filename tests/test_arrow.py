@@ -21,6 +21,7 @@ from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat, TextFormat
 from beam_s3_sink.arrow_input import BatchError, conform, widens
 from beam_s3_sink.arrow_hash import row_hashes
 from beam_s3_sink.batches import batch_numbers
+from conftest import across_runners
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 from test_pgcopy import COLUMNS, ROW_COUNT, SCHEMA as PG_SCHEMA, assert_loads_back, assert_same_lines, \
     corpus_tables, make_row as pg_row  # noqa: F401 - corpus_tables is a fixture
@@ -77,6 +78,9 @@ def assert_equal_rows(got: pa.Table, want: pa.Table) -> None:
         assert got.column(name).to_pylist() == want.column(name).to_pylist(), name
 
 
+#: On the job-server runners one layout per test (their contract, every layout, is in
+#: tests/test_runners.py); Flink's EXTERNAL environment runs the same Flink as LOOPBACK.
+ON_JOB_SERVERS = ("flink", "spark", "prism")
 LAYOUTS = {"plain": {}, "partitions": {"partition_by": ["kind"], "keep_partition_columns": False},
            "num_batches": {"num_batches": 3}}
 
@@ -95,7 +99,8 @@ def write_parquet_files(tmp_path, n: int = N) -> str:
     return str(folder / "*.parquet")
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS), ids=list(LAYOUTS))
+@pytest.mark.parametrize("runner,layout", across_runners(list(LAYOUTS), ["partitions"], ON_JOB_SERVERS),
+                         indirect=["runner"])
 def test_read_parquet_batched_copies_exactly(runner, layout, s3_config, s3_client, bucket, tmp_path):
     pattern = write_parquet_files(tmp_path)
     result = run_copy(args=runner, source=lambda p: p | beam.io.ReadFromParquetBatched(pattern),
@@ -143,7 +148,8 @@ class AddOne(beam.DoFn):
         return input_type
 
 
-@pytest.mark.parametrize("layout", ["plain", "num_batches"])
+@pytest.mark.parametrize("runner,layout", across_runners(["plain", "num_batches"], ["num_batches"], ON_JOB_SERVERS),
+                         indirect=["runner"])
 def test_batched_dofn_output_copies_exactly_with_the_schema_from_its_element_type(
         runner, layout, s3_config, s3_client, bucket, tmp_path):
     def source(p):
@@ -181,7 +187,8 @@ def test_batched_dofn_tables_reach_the_upload_step_as_tables(s3_config, bucket, 
     assert seen and set(seen) == {pa.Table}  # no row of Python values on the way
 
 
-@pytest.mark.parametrize("layout", ["plain", "partitions", "num_batches"])
+@pytest.mark.parametrize("runner,layout", across_runners(["plain", "partitions", "num_batches"], ["plain"],
+                                                         ON_JOB_SERVERS), indirect=["runner"])
 def test_rows_and_batches_mixed_in_one_pcollection_copy_exactly(runner, layout, s3_config, s3_client,
                                                                 bucket, tmp_path):
     whole = expected(3000)

@@ -17,7 +17,7 @@ from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_types import Order
 from helpers import (data_keys, get_bytes, list_objects, pending_uploads, read_manifest,
                      read_parquet, run_copy)
-from conftest import SERVERS
+from conftest import LOCAL_RUNNERS, SERVERS
 
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
@@ -98,6 +98,9 @@ def check_finished_copy(client, bucket, prefix, result, expected_rows, read_rows
     return files
 
 
+# On the in-process runners, against both S3 servers; the job-server runners' copies are in
+# tests/test_runners.py (on moto), so that the runner x server product stays CI-sized.
+@pytest.mark.parametrize("runner", sorted(LOCAL_RUNNERS), indirect=True)
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_copy_100k_rows(fmt, runner, s3_config, s3_client, bucket):
     rows = [make_row(i) for i in range(100_000)]

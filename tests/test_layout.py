@@ -19,7 +19,7 @@ import pytest
 
 from beam_s3_sink import CopyToS3, JsonlFormat
 from beam_s3_sink.layout import Layout, escape_path_name
-from conftest import SERVERS
+from conftest import LOCAL_RUNNERS, SERVERS
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
@@ -206,6 +206,9 @@ def relative_keys(result, prefix: str) -> list:
     return sorted(f.uri.split("/", 3)[3][len(prefix) + 1:] for f in result.files)
 
 
+# On the in-process runners, against both S3 servers; the job-server runners' copies are in
+# tests/test_runners.py (on moto), so that the runner x server product stays CI-sized.
+@pytest.mark.parametrize("runner", sorted(LOCAL_RUNNERS), indirect=True)
 def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, s3_client, bucket, runner):
     from beam_s3_sink.batches import batch_numbers
     from helpers import read_parquet
