@@ -166,6 +166,9 @@ def _not_empty(keys: CopyKeys, foreign: List[str]) -> str:
             f"write are there ({shown}{more}); copy to an empty path, delete those objects first, "
             "or pass if_exists='append' or 'replace'. Nothing was written.")
     incomplete = sorted({o for o in map(keys.sentinel_owner, foreign) if o is not None})
+    committed = sorted({o for o in map(keys.manifest_owner, foreign) if o is not None} - set(incomplete))
+    for owner in committed[:_SHOWN_FOREIGN_KEYS]:
+        text += f" Copy {owner!r} has committed there (its manifest is there)."
     for owner in incomplete[:_SHOWN_FOREIGN_KEYS]:
         text += (f" Copy {owner!r} there is incomplete (its sentinel is there): rerun it with the same "
                  f"sink_id to finish it, or remove what it left with: {abort_hint(location.uri, owner)}.")

@@ -37,6 +37,7 @@ _SINK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 TOKEN_HEX_DIGITS = 16
 CLAIM_NAME = "_CLAIM"
 _SENTINEL_RE = re.compile(r"^_([A-Za-z0-9][A-Za-z0-9_.\-]{0,99})-INCOMPLETE$")
+_MANIFEST_RE = re.compile(r"^_([A-Za-z0-9][A-Za-z0-9_.\-]{0,99})-manifest\.json$")
 MAX_BATCHES = 10_000  # batch numbers are 4 digits, so that no token can read as a batch
 
 
@@ -151,6 +152,16 @@ class CopyKeys:
         """
         rest = self._relative(key)
         match = _SENTINEL_RE.match(rest) if rest is not None else None
+        return match.group(1) if match else None
+
+    def manifest_owner(self, key: str) -> Optional[str]:
+        """The sink id whose manifest ``key`` is (directly under ``P/``), else None.
+
+        >>> CopyKeys(S3Location("b", "p"), "a").manifest_owner("p/_other-manifest.json")
+        'other'
+        """
+        rest = self._relative(key)
+        match = _MANIFEST_RE.match(rest) if rest is not None else None
         return match.group(1) if match else None
 
     @property
