@@ -26,6 +26,7 @@ Beam counter alone.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -42,6 +43,8 @@ NAMESPACE = "pipelines.copy_to_s3"
 ROWS_READ = "rows_read"
 BYTES_READ = "bytes_read"
 _WRITE_EVERY = 0.5  # seconds between a worker's progress file updates
+
+_log = logging.getLogger(__name__)
 
 
 class RowCounter:
@@ -228,6 +231,10 @@ class ProgressLine:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join()
+        try:
+            self._show(self.rows())  # the final count, whenever the last tick fell
+        except Exception:  # noqa: BLE001 - a display must never mask the copy's own outcome
+            _log.debug("no final progress line", exc_info=True)
         if self._tty and self._shown >= 0:
             self._out.write("\n")
             self._out.flush()
