@@ -150,9 +150,7 @@ class CopyKeys:
         >>> CopyKeys(S3Location("b", "p"), "a").sentinel_owner("p/_other-INCOMPLETE")
         'other'
         """
-        rest = self._relative(key)
-        match = _SENTINEL_RE.match(rest) if rest is not None else None
-        return match.group(1) if match else None
+        return self._owner(key, _SENTINEL_RE)
 
     def manifest_owner(self, key: str) -> Optional[str]:
         """The sink id whose manifest ``key`` is (directly under ``P/``), else None.
@@ -160,8 +158,12 @@ class CopyKeys:
         >>> CopyKeys(S3Location("b", "p"), "a").manifest_owner("p/_other-manifest.json")
         'other'
         """
+        return self._owner(key, _MANIFEST_RE)
+
+    def _owner(self, key: str, pattern: "re.Pattern[str]") -> Optional[str]:
+        """The sink id that ``pattern`` finds in ``key``'s name directly under ``P/``, else None."""
         rest = self._relative(key)
-        match = _MANIFEST_RE.match(rest) if rest is not None else None
+        match = pattern.match(rest) if rest is not None else None
         return match.group(1) if match else None
 
     @property
