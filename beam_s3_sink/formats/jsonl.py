@@ -78,7 +78,7 @@ class JsonlFormat(Format):
 
 
 def _check_type(name: str, typ: pa.DataType) -> None:
-    if isinstance(typ, pa.ExtensionType):
+    if isinstance(typ, pa.BaseExtensionType):
         if typ.extension_name in ("arrow.uuid", "arrow.json"):
             return
         raise ValueError(f"JsonlFormat: column {name!r} has extension type {typ}, which JSON Lines cannot write")
@@ -105,7 +105,7 @@ def _value(value: Any, typ: pa.DataType) -> str:
     """The JSON text of one Python value of Arrow type ``typ`` (see the module's table)."""
     if value is None:
         return "null"
-    if isinstance(typ, pa.ExtensionType):
+    if isinstance(typ, pa.BaseExtensionType):
         return value if typ.extension_name == "arrow.json" else json.dumps(str(value))
     if isinstance(value, bool):
         return "true" if value else "false"
