@@ -91,6 +91,7 @@ class FakeS3:
         self.enforce_if_none_match = enforce_if_none_match
         self.page_size = page_size
         self.part_checksums = part_checksums
+        self.undeletable: set = set()  # keys DeleteObjects reports as AccessDenied errors
         self.meta = _Meta()
         self._refusals: Dict[str, List[Tuple[str, int, Optional[Callable[[Dict[str, Any]], bool]]]]] = {}
         self._ids = itertools.count(1)
@@ -161,9 +162,15 @@ class FakeS3:
 
     def delete_objects(self, *, Bucket: str, Delete: Dict[str, Any]) -> Dict[str, Any]:
         self._enter("DeleteObjects", dict(Bucket=Bucket, Delete=Delete))
+        errors = [{"Key": item["Key"], "Code": "AccessDenied", "Message": "Access Denied"}
+                  for item in Delete["Objects"] if item["Key"] in self.undeletable]
         for item in Delete["Objects"]:
-            self.objects.pop((Bucket, item["Key"]), None)
-        return {"Errors": []} if Delete.get("Quiet") else {"Deleted": list(Delete["Objects"])}
+            if item["Key"] not in self.undeletable:
+                self.objects.pop((Bucket, item["Key"]), None)
+        answer: Dict[str, Any] = {"Errors": errors} if errors else {}
+        if not Delete.get("Quiet"):
+            answer["Deleted"] = [i for i in Delete["Objects"] if i["Key"] not in self.undeletable]
+        return answer
 
     def list_objects_v2(self, *, Bucket: str, Prefix: str = "", ContinuationToken: Optional[str] = None,
                         **_: Any) -> Dict[str, Any]:
