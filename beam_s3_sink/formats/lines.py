@@ -35,6 +35,8 @@ from .base import FileEncoder
 __all__ = ["COMPRESSIONS", "check_compression", "compressed_extension", "join_lines", "LineEncoder"]
 
 COMPRESSIONS = {"gzip": "gz", "zstd": "zst"}
+_TRAILER_BYTES = 32
+"""Room kept for what a compressor writes when it ends (gzip: a last block and 8 bytes)."""
 
 
 def check_compression(owner: str, compression: Optional[str]) -> None:
@@ -103,6 +105,8 @@ class LineEncoder(FileEncoder):
         if compression is not None:
             self._sink = pa.CompressedOutputStream(_KeepOpen(out), compression)
         self._compressed = compression is not None
+        # The bytes that may be written before close(): all of them, less the compressor's end.
+        self._limit = max_file_size - (_TRAILER_BYTES if self._compressed else 0)
         self._counter: Optional[StatsCounter] = None
         if header:
             self._emit(header)
@@ -116,7 +120,7 @@ class LineEncoder(FileEncoder):
 
     def _room(self) -> int:
         """Uncompressed bytes that may still go in."""
-        left = self.max_file_size - self._written()
+        left = self._limit - self._written()
         if not self._compressed or left <= 0:
             return left
         ratio = self._written() / self._plain if self._plain and self._written() else 1.0
@@ -162,7 +166,7 @@ class LineEncoder(FileEncoder):
 
     @property
     def full(self) -> bool:
-        return self._stopped or self._written() >= self.max_file_size
+        return self._stopped or self._written() >= self._limit
 
     def close(self) -> None:
         if self._compressed:
