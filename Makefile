@@ -40,7 +40,7 @@ runners: venv
 	bash scripts/fetch-runners.sh $(BIN)/python
 
 demo: $(DEMO_STAMP)
-	$(BIN)/python -m pipelines.copy_to_s3 --demo
+	$(BIN)/python -m pipelines.demo
 
 # Doctests of the package and tests/unit: no S3 server, no PostgreSQL, no job server.
 unit: venv

@@ -216,7 +216,7 @@ LINEITEM_LABELS = {
     "beam_batched": "Beam ReadFromParquetBatched -> WriteToParquetBatched",
     "copy_batches": "CopyToS3, batches from ReadFromParquetBatched",
     "copy_rows": "CopyToS3, rows from ReadFromParquet",
-    "cli": "python -m pipelines.copy_to_s3 --source lineitem.parquet",
+    "cli": "beam-s3-copy --source lineitem.parquet (python -m beam_s3_sink.cli)",
 }
 
 
@@ -292,7 +292,7 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
     if case == "cli":
         env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
                "AWS_DEFAULT_REGION": REGION}
-        subprocess.run([sys.executable, "-m", "pipelines.copy_to_s3", "--source", path,
+        subprocess.run([sys.executable, "-m", "beam_s3_sink.cli", "--source", path,
                         "--output", f"s3://{bucket}/{prefix}", *s3_flags, *_cli_flags()],
                        cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
         return
@@ -484,9 +484,9 @@ FILE_COUNT_RUNS = [("direct", 1), ("multiprocess", 2), ("flink", 2), ("flink", 4
 def merge_benchmark(n: int = 100_000) -> float:
     """Seconds to merge ``n`` one-file bundle reports the way CombineGlobally does."""
     from beam_s3_sink.completion import MergeReports
-    from beam_s3_sink.results import BundleReport, PendingFile
+    from beam_s3_sink.messages import PendingFile, UploadReport
 
-    reports = [BundleReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 1),), rows=1, bytes=1)
+    reports = [UploadReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 1),), rows=1, bytes=1)
                for i in range(n)]
     combine = MergeReports()
     started = time.monotonic()

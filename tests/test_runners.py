@@ -27,7 +27,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_s3_sink import CopyToS3, CsvFormat
-from beam_s3_sink.batches import batch_numbers
+from beam_s3_sink.sharding import shard_numbers
 from beam_s3_sink.keys import CopyKeys, S3Location
 from helpers import (_write_pickle, data_keys, get_bytes, list_objects, pending_uploads,
                      read_manifest, read_parquet, run_copy)
@@ -126,7 +126,7 @@ def test_num_batches_and_partition_by(runner, s3_config, s3_client, bucket):
         batch = int(name.split("-batch-", 1)[1][:4])
         assert name.startswith("parts-batch-") and 0 <= batch < 3, key
         assert {f"region={r['region']}" for r in rows} == {directory}, key
-        assert set(batch_numbers(rows, SCHEMA, 3)) == {batch}, key
+        assert set(shard_numbers(rows, SCHEMA, 3)) == {batch}, key
         batches.add(batch)
         got.extend(rows)
     assert batches == {0, 1, 2}
@@ -192,7 +192,7 @@ def test_errors_input_aborts_the_copy(runner, s3_config, s3_client, bucket, tmp_
 def test_cli_copies_generated_rows(runner, s3_endpoint, s3_client, bucket):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     completed = subprocess.run(
-        [sys.executable, "-m", "pipelines.copy_to_s3", "--source", "generate:5000", "--output", f"s3://{bucket}/cli",
+        [sys.executable, "-m", "beam_s3_sink.cli", "--source", "generate:5000", "--output", f"s3://{bucket}/cli",
          "--sink_id", "cli", *runner, "--s3_endpoint_url", s3_endpoint],
         cwd=root, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
