@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from beam_s3_sink.arrow_input import BatchError, conform, conform_batches, describe, is_arrow, widens
+from beam_s3_sink.arrow_input import conform, conform_batches, describe, is_arrow, widens
+from beam_s3_sink.errors import BatchError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 

@@ -8,7 +8,7 @@ import pytest
 
 from beam_s3_sink.claim import CONDITIONAL, FALLBACK, abort_hint, read_claim_holder, release_claim, take_claim
 from beam_s3_sink.keys import CopyKeys, S3Location
-from beam_s3_sink.s3 import S3RequestError
+from beam_s3_sink.errors import S3RequestError
 
 from .fakes import FakeS3
 
@@ -76,4 +76,4 @@ def test_release(fake_s3):
 
 
 def test_abort_hint_is_the_cli_command():
-    assert abort_hint("s3://b/p", "copy-a") == "python -m pipelines.copy_to_s3 --abort copy-a --output s3://b/p"
+    assert abort_hint("s3://b/p", "copy-a") == "beam-s3-copy --abort copy-a --output s3://b/p"

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from beam_s3_sink.cleanup import CommittedCopyError, abort_copy
+from beam_s3_sink.cleanup import abort_copy
+from beam_s3_sink.errors import CommittedCopyError
 from beam_s3_sink.keys import CopyKeys, S3Location
 
 KEYS = CopyKeys(S3Location("bucket", "p"), "s1")

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 from apache_beam.utils.timestamp import Timestamp
 
-from beam_s3_sink.coerce import CoercionError, converter
+from beam_s3_sink.coerce import converter
+from beam_s3_sink.errors import CoercionError
 
 U = uuid.UUID("12345678-1234-5678-1234-567812345678")
 

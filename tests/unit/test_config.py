@@ -8,7 +8,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_s3_sink.config import MIN_PART_SIZE, S3Config, resolve_config
-from beam_s3_sink.objects import ObjectSettings
+from beam_s3_sink.object_settings import ObjectSettings
 
 SECRET, TOKEN = "wJalrXUtnFEMI/K7MDENG", "FwoGZXIvYXdzEJr"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from beam_s3_sink.existing import IF_EXISTS, ReplaceError, check_if_exists, delete_keys
-from beam_s3_sink.s3 import S3RequestError
+from beam_s3_sink.errors import ReplaceError, S3RequestError
+from beam_s3_sink.if_exists import IF_EXISTS, check_if_exists, delete_keys
 
 
 @pytest.mark.parametrize("value", IF_EXISTS)

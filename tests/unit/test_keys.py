@@ -73,14 +73,14 @@ def test_data_file_keys():
     token = "0123456789abcdef"
     assert keys.data_file(token, 1, "parquet") == "p/s1-0123456789abcdef-0001.parquet"
     assert keys.data_file(token, 12345, "csv.gz", "d=1/c=x") == "p/d=1/c=x/s1-0123456789abcdef-12345.csv.gz"
-    assert keys.batch_file(MAX_BATCHES - 1, 2, "txt") == "p/s1-batch-9999-0002.txt"
+    assert keys.shard_file(MAX_BATCHES - 1, 2, "txt") == "p/s1-batch-9999-0002.txt"
 
 
 def test_owns_its_files_and_nothing_else():
     keys = CopyKeys(S3Location("b", "p"), "orders")
     token = new_token()
     mine = [keys.data_file(token, 1, "csv"), keys.data_file(token, 2, "csv.zst", "day=1"),
-            keys.batch_file(3, 1, "parquet"), keys.sentinel, keys.manifest]
+            keys.shard_file(3, 1, "parquet"), keys.sentinel, keys.manifest]
     assert all(keys.is_owned(k) for k in mine)
     others = [
         "p/orders-2026-" + token + "-0001.csv",           # the copy "orders-2026"

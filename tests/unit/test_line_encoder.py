@@ -8,7 +8,7 @@ import io
 import pyarrow as pa
 import pytest
 
-from beam_s3_sink.formats.lines import (LineEncoder, check_compression, compressed_extension,
+from beam_s3_sink.formats.line_encoder import (LineEncoder, check_compression, compressed_extension,
                                         join_lines)
 
 

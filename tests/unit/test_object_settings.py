@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from beam_s3_sink.objects import ObjectSettings
+from beam_s3_sink.object_settings import ObjectSettings
 
 from .fakes import FakeS3
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from beam_s3_sink.formats.pgtext import check_type, column_renderer, format_float, render_column
+from beam_s3_sink.formats.postgres_values import check_type, column_renderer, format_float, render_column
 
 
 def texts(values, typ=None):

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from beam_s3_sink.s3 import (MultipartStream, RetryCounter, S3RequestError, call, describe_error, error_code,
-                             list_keys, list_uploads)
+from beam_s3_sink.errors import S3RequestError
+from beam_s3_sink.s3 import MultipartStream, RetryCounter, call, describe_error, error_code, list_keys, list_uploads
 
 from .fakes import FakeS3, client_error
 

@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 from apache_beam.utils.timestamp import Timestamp
 
-from beam_s3_sink.schema import RowError, as_mapping, resolve_schema, rows_to_batch, schema_to_json
+from beam_s3_sink.errors import RowError
+from beam_s3_sink.schema import as_mapping, resolve_schema, rows_to_batch, schema_to_json
 
 
 class Order(typing.NamedTuple):

@@ -6,9 +6,8 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_s3_sink.batches import AssignBatchFn as AssignShardFn
-from beam_s3_sink.batches import batch_numbers as shard_numbers
-from beam_s3_sink.batches import split_batch as split_by_shard
+from beam_s3_sink.sharding import _AssignShardFn as AssignShardFn
+from beam_s3_sink.sharding import shard_numbers, split_by_shard
 
 from .beam_testing import pipeline
 

@@ -13,9 +13,11 @@ from beam_s3_sink import spill
 from beam_s3_sink.config import S3Config
 from beam_s3_sink.formats import CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
-from beam_s3_sink.results import InitState
+from beam_s3_sink.messages import InitOutcome
 from beam_s3_sink.s3 import RetryCounter
-from beam_s3_sink.spill import SpillFn, WriteSpilledFn, decode_blob, encode_blob
+from beam_s3_sink.spill import _SpillFn as SpillFn
+from beam_s3_sink.spill import _WriteSpilledFn as WriteSpilledFn
+from beam_s3_sink.spill import decode_blob, encode_blob
 
 from .beam_testing import pipeline
 
@@ -86,7 +88,7 @@ def spilled_writer(fake_s3, monkeypatch):
 
 def test_the_writer_of_a_key_writes_its_blobs_into_pending_files(fake_s3, spilled_writer):
     blobs = [encode_blob([pa.record_batch([[1], ["a"]], schema=SCHEMA)], SCHEMA), spill._encode_rows([{"id": 2, "name": "b"}])]
-    report, = spilled_writer.process(("key", blobs), InitState())
+    report, = spilled_writer.process(("key", blobs), InitOutcome())
     assert report.error is None and report.rows == 2 and fake_s3.keys() == []
     pending, = report.files
     assert CopyKeys(S3Location("bucket", "p"), "s1").is_data_file(pending.key)
@@ -94,10 +96,10 @@ def test_the_writer_of_a_key_writes_its_blobs_into_pending_files(fake_s3, spille
 
 
 def test_the_writer_writes_nothing_when_init_failed(fake_s3, spilled_writer):
-    assert list(spilled_writer.process(("key", [encode_blob([], SCHEMA)]), InitState(error="no"))) == []
+    assert list(spilled_writer.process(("key", [encode_blob([], SCHEMA)]), InitOutcome(error="no"))) == []
     assert fake_s3.calls == []
 
 
 def test_a_bad_row_in_a_blob_is_the_report_error(spilled_writer):
-    report, = spilled_writer.process(("key", [spill._encode_rows([{"id": "x", "name": "b"}])]), InitState())
+    report, = spilled_writer.process(("key", [spill._encode_rows([{"id": "x", "name": "b"}])]), InitOutcome())
     assert "column 'id' expects int64, but a row holds 'x'" in report.error

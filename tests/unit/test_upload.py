@@ -9,9 +9,9 @@ from beam_s3_sink.config import S3Config
 from beam_s3_sink.formats import CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
-from beam_s3_sink.results import InitState as InitOutcome
+from beam_s3_sink.messages import InitOutcome
 from beam_s3_sink.s3 import RetryCounter
-from beam_s3_sink.upload import UploadFn
+from beam_s3_sink.upload import _UploadFn as UploadFn
 
 KEYS = CopyKeys(S3Location("bucket", "p"), "s1")
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])

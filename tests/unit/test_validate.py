@@ -9,7 +9,9 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_s3_sink.formats import CsvFormat, ParquetFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
-from beam_s3_sink.validate import MAX_SHOWN, FinishValidationFn, MergeValidation, ValidateFn, ValidationReport
+from beam_s3_sink.validate import _ReportValidationFn as ReportValidationFn
+from beam_s3_sink.validate import _ValidateFn as ValidateFn
+from beam_s3_sink.validate import MAX_SHOWN, MergeValidation, ValidationReport
 
 from .beam_testing import collected, pipeline
 
@@ -58,6 +60,6 @@ def test_the_result_of_a_dry_run():
     keys = CopyKeys(S3Location("b", "p"), "s1")
     with pipeline() as p:
         out = (p | beam.Create([ValidationReport(10, 1, ("bundle x, row 3: bad",))])
-                 | beam.ParDo(FinishValidationFn(keys)) | beam.Map(lambda r: (r.dry_run, r.rows, r.ok, r.error)))
+                 | beam.ParDo(ReportValidationFn(keys)) | beam.Map(lambda r: (r.dry_run, r.rows, r.ok, r.error)))
         assert_that(out, equal_to([(True, 10, False,
                                     "dry run: 1 of 10 row(s) would fail the copy; the first: bundle x, row 3: bad")]))
