@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Dict, Optional
 
-from .keys import CopyKeys
 from .errors import S3RequestError
+from .keys import CopyKeys
 from .s3 import call, describe_error, error_code
 
 __all__ = ["ClaimOutcome", "take_claim", "read_claim_holder", "release_claim", "abort_hint",

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from .claim import read_claim_holder
-from .errors import CommittedCopyError
 from .config import S3Config
+from .errors import CommittedCopyError
 from .keys import CopyKeys, parse_s3_uri, validate_sink_id
 from .s3 import call, list_keys, list_uploads
 

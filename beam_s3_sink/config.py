@@ -222,8 +222,12 @@ class S3Config:
         credentials: each refresh calls ``AssumeRole`` with ``source``'s credentials."""
         import botocore.session
         from botocore.config import Config
-        from botocore.credentials import (AssumeRoleCredentialFetcher, CredentialProvider,
-                                          CredentialResolver, DeferredRefreshableCredentials)
+        from botocore.credentials import (
+            AssumeRoleCredentialFetcher,
+            CredentialProvider,
+            CredentialResolver,
+            DeferredRefreshableCredentials,
+        )
 
         source_credentials = source.get_credentials()
         if source_credentials is None:

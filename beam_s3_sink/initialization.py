@@ -45,13 +45,13 @@ from typing import Any, Dict, Iterable, List, Optional
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from .claim import CONDITIONAL, FALLBACK, abort_hint, release_claim, take_claim
+from .clients import shared_client
 from .config import S3Config
 from .errors import S3RequestError
-from .claim import CONDITIONAL, FALLBACK, abort_hint, release_claim, take_claim
 from .keys import CopyKeys
 from .manifest import result_from_manifest
 from .messages import InitOutcome
-from .clients import shared_client
 from .s3 import call, list_keys, list_uploads
 
 __all__ = ["initialize", "fallback_winner"]

@@ -35,12 +35,12 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
+from .clients import shared_client
 from .config import S3Config
 from .formats.base import Format
 from .keys import CopyKeys, new_token
 from .layout import Layout
 from .messages import InitOutcome, PendingFile
-from .clients import shared_client
 from .writer import FileWriter
 
 __all__: List[str] = []  # its DoFns are private: CopyToS3 wires them

@@ -45,13 +45,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import pyarrow as pa
 
+from .arrow_input import ARROW_TYPES, conform_batches
 from .config import S3Config
+from .errors import EncodeError, RowError, S3RequestError
 from .formats.base import FileEncoder, Format
 from .layout import Layout
-from .errors import EncodeError, RowError, S3RequestError
 from .messages import PendingFile, UploadReport
 from .s3 import MultipartStream
-from .arrow_input import ARROW_TYPES, conform_batches
 from .schema import as_mapping, rows_to_batch
 
 __all__ = ["FileWriter"]

@@ -7,7 +7,6 @@ import datetime
 import decimal
 import gzip
 import io
-import json
 import os
 import threading
 
@@ -16,11 +15,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from conftest import LOCAL_RUNNERS, SERVERS
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 
 from beam_s3_sink import CopyToS3, JsonlFormat
 from beam_s3_sink.layout import Layout, escape_path_name
-from conftest import LOCAL_RUNNERS, SERVERS
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
@@ -210,8 +209,9 @@ def relative_keys(result, prefix: str) -> list:
 # tests/test_runners.py (on moto), so that the runner x server product stays CI-sized.
 @pytest.mark.parametrize("runner", sorted(LOCAL_RUNNERS), indirect=True)
 def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, s3_client, bucket, runner):
-    from beam_s3_sink.sharding import shard_numbers
     from helpers import read_parquet
+
+    from beam_s3_sink.sharding import shard_numbers
 
     n = 3000
     first = run_copy(args=runner, generate=(json_row, n), uri=f"s3://{bucket}/b1", schema=JSON_SCHEMA,
@@ -222,7 +222,7 @@ def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, 
     assert relative_keys(first, "b1") == relative_keys(again, "b2") == [
         f"nightly-batch-{b:04d}-0001.parquet" for b in range(4)]
     seen = []
-    for result, prefix in ((first, "b1"), (again, "b2")):
+    for prefix in ("b1", "b2"):
         by_batch = {}
         for key in data_keys(s3_client, bucket, prefix):
             rows = read_parquet(s3_client, bucket, key).to_pylist()
@@ -245,11 +245,11 @@ def test_num_batches_hash_alike_values_alike_and_use_every_batch():
 
 
 def test_num_batches_a_retried_batch_commits_only_the_reported_uploads(s3_config, s3_client, bucket):
-    from beam_s3_sink.sharding import _ShardUploadFn
     from beam_s3_sink.completion import _CompleteFn
     from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.initialization import initialize
     from beam_s3_sink.keys import CopyKeys, S3Location
+    from beam_s3_sink.sharding import _ShardUploadFn
 
     keys = CopyKeys(S3Location(bucket, "p"), "retried")
     fmt = resolve_format("csv")
@@ -364,8 +364,8 @@ def test_partition_writer_keeps_at_most_max_open_files_open(s3_config, s3_client
     largest file is closed to open another (so partitions get several files), nothing is lost."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.completion import _CompleteFn
+    from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.initialization import initialize
     from beam_s3_sink.keys import CopyKeys, S3Location
     from beam_s3_sink.writer import FileWriter

@@ -7,18 +7,18 @@ from typing import Dict, List, Tuple
 
 import pyarrow as pa
 import pytest
+from helpers import data_keys, pending_uploads, read_parquet
+from test_copy import SCHEMA, make_row
 
 from beam_s3_sink import S3Config
 from beam_s3_sink.clients import shared_client
-from beam_s3_sink.completion import _CompleteFn, MergeReports
+from beam_s3_sink.completion import MergeReports, _CompleteFn
 from beam_s3_sink.formats import resolve_format
 from beam_s3_sink.initialization import initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
 from beam_s3_sink.messages import PendingFile, UploadReport
 from beam_s3_sink.spill import _SpillFn, _WriteSpilledFn, decode_blob
-from helpers import data_keys, pending_uploads, read_parquet
-from test_copy import SCHEMA, make_row
 
 
 def spill_bundles(bundles: List[range], fn: _SpillFn) -> List[Tuple[str, bytes]]:

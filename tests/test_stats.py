@@ -9,10 +9,10 @@ import pickle
 import duckdb
 import pyarrow as pa
 import pytest
+from helpers import get_bytes, read_manifest, run_copy
 
 from beam_s3_sink import CsvFormat
 from beam_s3_sink.stats import ColumnStats
-from helpers import get_bytes, read_manifest, run_copy
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()),
                     ("day", pa.date32()), ("flag", pa.bool_())])
@@ -53,7 +53,7 @@ def test_parquet_stats_match_duckdb_parquet_metadata(s3_config, s3_client, bucke
         duck = {name: (int(nulls), low, high) for name, nulls, low, high in rows}
         ours = {s.column: s for s in copied.stats}
         assert set(duck) == set(ours)
-        for name, (nulls, low, high) in duck.items():
+        for name, (nulls, _low, _high) in duck.items():
             assert ours[name].null_count == nulls, name
         # min/max: DuckDB's values over the file itself (its stats strings sort as text).
         agg = duckdb.sql(f"SELECT min(id), max(id), min(name), max(name), min(amount), max(amount), "

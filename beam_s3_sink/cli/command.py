@@ -37,11 +37,11 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 from apache_beam.runners.runner import PipelineState
 
 from beam_s3_sink import CopyToS3, S3Config
-from beam_s3_sink.formats import resolve_format
 from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 from beam_s3_sink.cli.runner import with_default_runner
 from beam_s3_sink.cli.schema_text import SchemaSyntaxError, format_schema, load_schema
 from beam_s3_sink.cli.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source, source_totals
+from beam_s3_sink.formats import resolve_format
 
 __all__ = ["main", "build_parser", "plan_copy", "CopyPlan", "UsageError"]
 
@@ -343,7 +343,7 @@ def one_line_error(exc: BaseException) -> str:
     if found:
         line = found[-1]
     else:
-        lines = [l.strip() for l in text.splitlines() if l.strip()]
+        lines = [part.strip() for part in text.splitlines() if part.strip()]
         line = lines[-1] if lines else type(exc).__name__
     return re.sub(r"\s*\[while running '[^']*'\]", "", line).strip()
 

@@ -411,7 +411,8 @@ class _Generate(beam.DoFn):
 
     def process(self, shard: int) -> Iterator[Dict[str, Any]]:
         count = 0
-        for count, row in enumerate(orders_shard(shard, self._rows), 1):
+        for row in orders_shard(shard, self._rows):
+            count += 1
             yield row
         self._counter.add(count)
 

@@ -65,7 +65,7 @@ class Format(abc.ABC):
     def extension(self) -> str:
         """The data files' extension, without the dot: ``parquet``, ``csv.gz``..."""
 
-    def check_schema(self, schema: pa.Schema) -> None:
+    def check_schema(self, schema: pa.Schema) -> None:  # noqa: B027 - a hook: by default every schema is accepted
         """Raise ``ValueError`` (at pipeline construction) for a schema this format cannot write."""
 
     def file_schema(self, schema: pa.Schema) -> pa.Schema:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from beam_s3_sink.claim import CONDITIONAL, FALLBACK, abort_hint, read_claim_holder, release_claim, take_claim
-from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.errors import S3RequestError
+from beam_s3_sink.keys import CopyKeys, S3Location
 
 from .fakes import FakeS3
 

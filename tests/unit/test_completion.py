@@ -13,9 +13,9 @@ from beam_s3_sink.claim import CONDITIONAL
 from beam_s3_sink.completion import EMPTY_FILE_TOKEN, MergeReports, ReportAccumulator
 from beam_s3_sink.completion import _CompleteFn as CompleteFn
 from beam_s3_sink.config import S3Config
+from beam_s3_sink.errors import CopyToS3Error
 from beam_s3_sink.formats import CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
-from beam_s3_sink.errors import CopyToS3Error
 from beam_s3_sink.messages import InitOutcome, PendingFile, UploadReport
 from beam_s3_sink.s3 import RetryCounter
 

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from beam_s3_sink.claim import CONDITIONAL, FALLBACK
+from beam_s3_sink.errors import S3RequestError
 from beam_s3_sink.initialization import fallback_winner, initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.manifest import manifest_json
 from beam_s3_sink.results import CopiedFile, CopyToResult
-from beam_s3_sink.errors import S3RequestError
 
 from .fakes import FakeS3
 

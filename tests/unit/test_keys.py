@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from beam_s3_sink.keys import (MAX_BATCHES, TOKEN_HEX_DIGITS, CopyKeys, S3Location, new_sink_id,
-                               new_token, parse_s3_uri, validate_sink_id)
+from beam_s3_sink.keys import (
+    MAX_BATCHES,
+    TOKEN_HEX_DIGITS,
+    CopyKeys,
+    S3Location,
+    new_sink_id,
+    new_token,
+    parse_s3_uri,
+    validate_sink_id,
+)
 
 
 @pytest.mark.parametrize("uri, bucket, prefix", [

@@ -8,8 +8,7 @@ import io
 import pyarrow as pa
 import pytest
 
-from beam_s3_sink.formats.line_encoder import (LineEncoder, check_compression, compressed_extension,
-                                        join_lines)
+from beam_s3_sink.formats.line_encoder import LineEncoder, check_compression, compressed_extension, join_lines
 
 
 def lines_of(batch: pa.RecordBatch) -> pa.Array:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import apache_beam as beam
 import pyarrow as pa
 import pytest

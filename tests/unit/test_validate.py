@@ -9,9 +9,9 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_s3_sink.formats import CsvFormat, ParquetFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
+from beam_s3_sink.validate import MAX_SHOWN, MergeValidation, ValidationReport
 from beam_s3_sink.validate import _ReportValidationFn as ReportValidationFn
 from beam_s3_sink.validate import _ValidateFn as ValidateFn
-from beam_s3_sink.validate import MAX_SHOWN, MergeValidation, ValidationReport
 
 from .beam_testing import collected, pipeline
 
