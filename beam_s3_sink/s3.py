@@ -214,7 +214,7 @@ class MultipartStream(io.RawIOBase):
     def tell(self) -> int:
         return self._position
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         self._buffer += view
         self._position += len(view)
@@ -230,7 +230,7 @@ class MultipartStream(io.RawIOBase):
         pass
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         return False
 
     # upload -----------------------------------------------------------------------------

@@ -281,7 +281,8 @@ def _why(value: Any, typ: pa.DataType, cause: BaseException) -> str:
         if not low <= value <= high:
             return f"out of range: {typ} holds {low} to {high}"
     if pa.types.is_decimal(typ) and isinstance(value, decimal.Decimal) and value.is_finite():
-        sign, digits, exponent = value.as_tuple()
+        _, digits, exponent = value.as_tuple()
+        assert isinstance(exponent, int)  # a finite decimal's ('n', 'N', 'F' are NaN and infinity)
         scale = max(0, -exponent)
         whole = max(0, len(digits) + exponent)
         if scale > typ.scale and value != value.quantize(decimal.Decimal(1).scaleb(-typ.scale)):

@@ -159,7 +159,8 @@ class CopyToS3(beam.PTransform):
                                         or not 1 <= num_batches <= MAX_BATCHES):
             raise ValueError(f"CopyToS3: num_batches must be an int from 1 to {MAX_BATCHES}, got {num_batches!r}")
         self._num_batches = num_batches
-        self._layout = Layout(partition_by, bool(keep_partition_columns), max_open_files)
+        columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+        self._layout = Layout(columns, bool(keep_partition_columns), max_open_files)
         self._validate_only = bool(validate_only)
 
     @property

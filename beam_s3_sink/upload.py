@@ -78,6 +78,7 @@ class _UploadBase(beam.DoFn):
             self._pool.shutdown(wait=True)
 
     def _writer(self, name: Any) -> FileWriter:
+        assert self._pool is not None, "setup() makes the pool"
         return FileWriter(self._client, self._pool, self._config, self._format, self._schema,
                           self._max_file_size, self._keys.location.bucket, name, self._layout,
                           on_file=self._count_file)

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
@@ -103,7 +103,7 @@ class UsageError(ValueError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not argparse's usage block
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
         raise UsageError(f"{message} (see --help)")
 
 
@@ -227,6 +227,7 @@ def _format(args: argparse.Namespace) -> Any:
     if "force_quote" in given:
         given["force_quote"] = True if given["force_quote"] == "*" else tuple(
             c.strip() for c in given["force_quote"].split(",") if c.strip())
+    assert dataclasses.is_dataclass(fmt) and not isinstance(fmt, type)  # every format is one (formats/base.py)
     names = {f.name for f in dataclasses.fields(fmt)}
     foreign = sorted(f"--{flag}" for flag in given if flag not in names)
     if foreign:

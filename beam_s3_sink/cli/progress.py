@@ -69,7 +69,7 @@ class RowCounter:
         return {"_dir": self._dir}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["_dir"])
+        RowCounter.__init__(self, state["_dir"])
 
     def setup(self) -> None:
         self._metric = Metrics.counter(NAMESPACE, ROWS_READ)

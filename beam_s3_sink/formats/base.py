@@ -15,20 +15,33 @@ register the class in ``beam_s3_sink.formats``.
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Protocol, Tuple
 
 import pyarrow as pa
 
 if TYPE_CHECKING:
     from ..stats import ColumnStats
 
-__all__ = ["Format", "FileEncoder"]
+__all__ = ["Format", "FileEncoder", "OutputStream"]
+
+
+class OutputStream(Protocol):
+    """Where an encoder writes a data file: a ``MultipartStream``, or ``io.BytesIO`` in tests.
+
+    pyarrow's writers take any such file object; ``tell`` is how the encoders measure a file.
+    """
+
+    def write(self, data: Any) -> int: ...
+
+    def tell(self) -> int: ...
+
+    def flush(self) -> None: ...
 
 
 class FileEncoder(abc.ABC):
     """Encodes record batches into one data file. Made by :meth:`Format.open`."""
 
-    def __init__(self, out: BinaryIO, max_file_size: int) -> None:
+    def __init__(self, out: OutputStream, max_file_size: int) -> None:
         self.out = out
         self.max_file_size = max_file_size
         self.rows = 0
@@ -73,12 +86,12 @@ class Format(abc.ABC):
         return schema
 
     @abc.abstractmethod
-    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
+    def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         """Start one data file written to ``out``."""
 
     def describe(self) -> Dict[str, Any]:
         """The format and its options, for the manifest."""
         import dataclasses
 
-        options = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
+        options: Dict[str, Any] = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
         return {"name": self.name, "extension": self.extension, "options": options}

@@ -37,11 +37,11 @@ import json
 import math
 import uuid
 from dataclasses import dataclass
-from typing import Any, BinaryIO, ClassVar, List, Optional
+from typing import Any, ClassVar, List, Optional
 
 import pyarrow as pa
 
-from .base import FileEncoder, Format
+from .base import FileEncoder, Format, OutputStream
 from .line_encoder import LineEncoder, check_compression, compressed_extension
 
 __all__ = ["JsonlFormat", "render_lines"]
@@ -72,7 +72,7 @@ class JsonlFormat(Format):
         for field in schema:
             _check_type(field.name, field.type)
 
-    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
+    def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         # Whole lines, the size limit and compression: the same writer as CSV and text.
         return LineEncoder(out, max_file_size, _line_array, self.compression)
 

@@ -23,14 +23,14 @@ pyarrow already): one streaming API for both codecs, and no new dependency.
 from __future__ import annotations
 
 import io
-from typing import Any, BinaryIO, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..stats import ColumnStats, StatsCounter
-from .base import FileEncoder
+from .base import FileEncoder, OutputStream
 
 __all__ = ["COMPRESSIONS", "check_compression", "compressed_extension", "join_lines", "LineEncoder"]
 
@@ -69,14 +69,14 @@ class _KeepOpen(io.RawIOBase):
     """Passes writes to ``out`` but never closes it: pyarrow closes what it wraps, and the
     caller still needs the stream (``MultipartStream.finish``, ``BytesIO.getvalue``)."""
 
-    def __init__(self, out: BinaryIO) -> None:
+    def __init__(self, out: OutputStream) -> None:
         super().__init__()
         self._out = out
 
     def writable(self) -> bool:
         return True
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         self._out.write(data)
         return memoryview(data).nbytes
 
@@ -87,14 +87,14 @@ class _KeepOpen(io.RawIOBase):
         pass
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         return False
 
 
 class LineEncoder(FileEncoder):
     """One data file of lines: ``render(batch)`` gives the lines, this writes whole ones."""
 
-    def __init__(self, out: BinaryIO, max_file_size: int, render: Callable[[pa.RecordBatch], pa.Array],
+    def __init__(self, out: OutputStream, max_file_size: int, render: Callable[[pa.RecordBatch], pa.Array],
                  compression: Optional[str] = None, header: bytes = b"") -> None:
         super().__init__(out, max_file_size)
         self._render = render
