@@ -41,9 +41,10 @@ _log = logging.getLogger(__name__)
 class RetryCounter:
     """Counts the retries botocore makes on one client, from any thread.
 
-    >>> client = S3Config(...).make_client()                      # doctest: +SKIP
-    >>> retries = RetryCounter.attach(client)                     # doctest: +SKIP
-    >>> Metrics.counter("beam_s3_sink", "retries").inc(retries.drain())  # doctest: +SKIP
+    >>> from beam_s3_sink import S3Config
+    >>> retries = RetryCounter.attach(S3Config(region_name="us-east-1").make_client())
+    >>> retries.drain()  # in the DoFn: Metrics.counter("beam_s3_sink", "retries").inc(retries.drain())
+    0
 
     botocore emits ``request-created`` before every attempt of a request, with the attempt
     number in the request's context; an attempt after the first is a retry. Beam counters
@@ -176,9 +177,12 @@ class MultipartStream(io.RawIOBase):
     """A write-only file object that uploads what is written as parts of one multipart upload.
 
     >>> stream = MultipartStream(client, "bucket", "p/id-0123456789abcdef-0001.csv",
-    ...                          part_size=8 * 2**20, pool=pool, max_in_flight=4)  # doctest: +SKIP
-    >>> stream.write(b"a,b\\n")                                                  # doctest: +SKIP
-    >>> pending = stream.finish(rows=1)                                          # doctest: +SKIP
+    ...                          part_size=8 * 2**20, pool=pool, max_in_flight=4)
+    >>> stream.write(b"a,b\\n")
+    4
+    >>> pending = stream.finish(rows=1)
+    >>> pending.rows, pending.bytes, len(pending.parts)  # uploaded, not completed: invisible
+    (1, 4, 1)
 
     The upload is created lazily, on the first part. ``finish`` uploads the remaining bytes
     as the last part (an empty part for an empty file) and returns a :class:`PendingFile`;

@@ -95,11 +95,13 @@ def shuffles_spills(pipeline: beam.Pipeline) -> bool:
 class CopyToS3(beam.PTransform):
     """Copy a bounded PCollection to S3 as Parquet or CSV; output exactly one CopyToResult.
 
-    >>> with beam.Pipeline() as p:                                         # doctest: +SKIP
-    ...     result = (p | beam.Create([{"id": 1, "name": "a"}])
-    ...                 | CopyToS3("s3://bucket/exports/orders", format="parquet",
-    ...                            schema=pa.schema([("id", pa.int64()), ("name", pa.string())])))
-    ...     result | beam.Map(lambda r: print(r.rows, r.files))
+    >>> schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    >>> with beam.Pipeline() as p:
+    ...     result = (p | beam.Create([{"id": 1, "name": "a"}, {"id": "x", "name": "b"}])
+    ...                 | CopyToS3("s3://bucket/exports/orders", format="csv", schema=schema,
+    ...                            validate_only=True))  # a dry run; without it, the copy
+    ...     _ = result | beam.Map(lambda r: print(r.rows, r.invalid_rows))
+    2 1
 
     Args:
       uri: ``s3://bucket[/path]``; the path must be empty but for objects of this sink id.

@@ -424,7 +424,10 @@ class ReadSource(beam.PTransform):
     """Read ``source`` as Arrow tables of ``schema`` (rows, dicts, for generate), counting rows read
     on ``counter``.
 
-    >>> rows = p | ReadSource(parse_source("in/*.csv"), schema, RowCounter())  # doctest: +SKIP
+    >>> with beam.Pipeline() as p:
+    ...     rows = p | ReadSource(parse_source("generate:3"), ORDERS_SCHEMA, RowCounter())
+    ...     _ = rows | beam.combiners.Count.Globally() | beam.Map(print)
+    3
     """
 
     def __init__(self, source: Source, schema: pa.Schema, counter: RowCounter) -> None:
