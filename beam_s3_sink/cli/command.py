@@ -254,8 +254,10 @@ def _check_beam_flags(beam_args: List[str]) -> None:
         raise UsageError(f"unknown flag {name}{hint} (see --help)")
 
 
-def run(plan: CopyPlan, out: Any = sys.stdout) -> int:
-    """Run the copy with a progress line, then print the summary; the exit status."""
+def run(plan: CopyPlan, out: Any = None) -> int:
+    """Run the copy with a progress line, then print the summary (to ``out``, default the
+    ``sys.stdout`` of the call); the exit status."""
+    out = sys.stdout if out is None else out
     verb = "Checking (dry run, nothing is written)" if plan.dry_run else "Copying"
     print(f"{verb} {plan.source.describe()} to {plan.output} as {plan.format_name}, "
           f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:", file=out)
@@ -349,9 +351,10 @@ def one_line_error(exc: BaseException) -> str:
     return re.sub(r"\s*\[while running '[^']*'\]", "", line).strip()
 
 
-def abort_main(argv: Sequence[str], out: Any = sys.stdout) -> int:
+def abort_main(argv: Sequence[str], out: Any = None) -> int:
     """``--abort SINK_ID --output s3://... [--force]``: remove what an incomplete copy left
     (:func:`beam_s3_sink.abort_copy`) and print it; 0 done, 2 refused or bad flags, 1 S3 failed."""
+    out = sys.stdout if out is None else out
     from beam_s3_sink import CommittedCopyError, abort_copy
     from beam_s3_sink.errors import S3RequestError
 
