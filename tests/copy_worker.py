@@ -17,9 +17,8 @@ import sys
 import time
 
 import helpers
-from conftest import ACCESS_KEY, REGION, SECRET_KEY
-
 from beam_s3_sink import S3Config
+from conftest import ACCESS_KEY, REGION, SECRET_KEY
 
 
 def row(i: int) -> dict:

@@ -14,6 +14,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat, TextFormat
+from beam_s3_sink.arrow_hash import row_hashes
+from beam_s3_sink.arrow_input import conform, widens
+from beam_s3_sink.errors import BatchError
+from beam_s3_sink.sharding import shard_numbers
 from conftest import across_runners
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 from test_pgcopy import (
@@ -24,12 +30,6 @@ from test_pgcopy import (
 )
 from test_pgcopy import SCHEMA as PG_SCHEMA
 from test_pgcopy import make_row as pg_row
-
-from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat, TextFormat
-from beam_s3_sink.arrow_hash import row_hashes
-from beam_s3_sink.arrow_input import conform, widens
-from beam_s3_sink.errors import BatchError
-from beam_s3_sink.sharding import shard_numbers
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()),
                     ("amount", pa.float64()), ("day", pa.date32()), ("kind", pa.string())])

@@ -24,6 +24,7 @@ import venv
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from helpers import data_keys, get_bytes, list_objects, read_manifest, read_parquet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

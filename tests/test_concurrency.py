@@ -21,13 +21,13 @@ import uuid
 from typing import Dict, List, Optional
 
 import pytest
+
+from beam_s3_sink import S3Config
+from beam_s3_sink.keys import CopyKeys, S3Location
 from conftest import ACCESS_KEY, REGION, SECRET_KEY, SERVERS, start_server
 from copy_worker import row
 from faultproxy import FaultProxy
 from helpers import get_bytes, list_objects
-
-from beam_s3_sink import S3Config
-from beam_s3_sink.keys import CopyKeys, S3Location
 
 ROUNDS = 20
 ROWS = 30

@@ -16,11 +16,11 @@ import sys
 import time
 
 import pytest
-from copy_worker import slow_row
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
 
 from beam_s3_sink import CommittedCopyError, abort_copy
 from beam_s3_sink.keys import CopyKeys, S3Location
+from copy_worker import slow_row
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS = 120_000  # about 25 MB of CSV: several 8 MiB parts

@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pyarrow as pa
-from faultproxy import FaultProxy
-from helpers import list_objects, run_copy
 
 from beam_s3_sink import CsvFormat
+from faultproxy import FaultProxy
+from helpers import list_objects, run_copy
 
 SCHEMA = pa.schema([("id", pa.int32()), ("name", pa.string())])
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,9 +13,6 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from conftest import REGION, SERVERS, free_port, start_moto
-from faultproxy import FaultProxy
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_parquet, run_copy
 
 from beam_s3_sink import CopyToS3, CsvFormat, S3Config
 from beam_s3_sink.completion import _CompleteFn
@@ -23,6 +20,9 @@ from beam_s3_sink.initialization import initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.messages import InitOutcome, UploadReport
 from beam_s3_sink.upload import _UploadFn
+from conftest import REGION, SERVERS, free_port, start_moto
+from faultproxy import FaultProxy
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_parquet, run_copy
 
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 

@@ -15,11 +15,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from conftest import LOCAL_RUNNERS, SERVERS
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 
 from beam_s3_sink import CopyToS3, JsonlFormat
 from beam_s3_sink.layout import Layout, escape_path_name
+from conftest import LOCAL_RUNNERS, SERVERS
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
@@ -209,9 +209,8 @@ def relative_keys(result, prefix: str) -> list:
 # tests/test_runners.py (on moto), so that the runner x server product stays CI-sized.
 @pytest.mark.parametrize("runner", sorted(LOCAL_RUNNERS), indirect=True)
 def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, s3_client, bucket, runner):
-    from helpers import read_parquet
-
     from beam_s3_sink.sharding import shard_numbers
+    from helpers import read_parquet
 
     n = 3000
     first = run_copy(args=runner, generate=(json_row, n), uri=f"s3://{bucket}/b1", schema=JSON_SCHEMA,

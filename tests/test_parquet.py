@@ -21,12 +21,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import readers
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
-from parquet_types import Event, Point, Priced
 
+import readers
 from beam_s3_sink import CopyToS3, ParquetFormat
 from beam_s3_sink.schema import resolve_schema
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
+from parquet_types import Event, Point, Priced
 
 D = decimal.Decimal
 UTC = dt.timezone.utc
@@ -344,7 +344,6 @@ def readme_table_check(types: str, table: str) -> None:
 def test_duckdb_reads_the_partitioned_copy_straight_from_s3(s3_endpoint, s3_config, s3_client, bucket):
     """DuckDB over httpfs (the wheel's extension file), hive partitions, against the S3 server."""
     from conftest import ACCESS_KEY, REGION, SECRET_KEY
-
     from pipelines import duckdb_s3
 
     rows = [{"id": i, "name": f"n{i % 3}", "amount": i / 4, "at": None, "tags": ["a"] if i % 2 else None}

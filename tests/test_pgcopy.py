@@ -19,11 +19,11 @@ import numpy as np
 import psycopg
 import pyarrow as pa
 import pytest
-from helpers import data_keys, get_bytes, run_copy
 from psycopg import sql
 
 from beam_s3_sink import CopyToS3, CsvFormat, TextFormat
 from beam_s3_sink.formats.postgres_values import render_column
+from helpers import data_keys, get_bytes, run_copy
 
 D = decimal.Decimal
 US = 10**6

@@ -25,13 +25,13 @@ import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import data_keys, list_objects, pending_uploads, read_parquet, run_copy
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from beam_s3_sink import CsvFormat, ParquetFormat, TextFormat
 from beam_s3_sink.formats.parquet import to_file_table
 from beam_s3_sink.schema import rows_to_batch
+from helpers import data_keys, list_objects, pending_uploads, read_parquet, run_copy
 
 UTC = datetime.timezone.utc
 EXAMPLES = {"parquet": 200, "pg": 150, "pipeline": 3, "refused": 50}

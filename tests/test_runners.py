@@ -25,6 +25,10 @@ import apache_beam as beam
 import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_s3_sink import CopyToS3, CsvFormat
+from beam_s3_sink.keys import CopyKeys, S3Location
+from beam_s3_sink.sharding import shard_numbers
 from helpers import (
     _write_pickle,
     data_keys,
@@ -35,10 +39,6 @@ from helpers import (
     read_parquet,
     run_copy,
 )
-
-from beam_s3_sink import CopyToS3, CsvFormat
-from beam_s3_sink.keys import CopyKeys, S3Location
-from beam_s3_sink.sharding import shard_numbers
 
 SCHEMA = pa.schema([
     ("id", pa.int64()),

@@ -22,13 +22,13 @@ import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.display import DisplayData
-from conftest import ACCESS_KEY, REGION, SECRET_KEY, free_port, start_moto
-from faultproxy import FaultProxy
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
 
 from beam_s3_sink import CopyToS3, ObjectSettings, S3Config
 from beam_s3_sink.config import resolve_config
 from beam_s3_sink.keys import CopyKeys, S3Location
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, free_port, start_moto
+from faultproxy import FaultProxy
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 ACCOUNT = "123456789012"  # moto's default account

@@ -7,8 +7,6 @@ from typing import Dict, List, Tuple
 
 import pyarrow as pa
 import pytest
-from helpers import data_keys, pending_uploads, read_parquet
-from test_copy import SCHEMA, make_row
 
 from beam_s3_sink import S3Config
 from beam_s3_sink.clients import shared_client
@@ -19,6 +17,8 @@ from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
 from beam_s3_sink.messages import PendingFile, UploadReport
 from beam_s3_sink.spill import _SpillFn, _WriteSpilledFn, decode_blob
+from helpers import data_keys, pending_uploads, read_parquet
+from test_copy import SCHEMA, make_row
 
 
 def spill_bundles(bundles: List[range], fn: _SpillFn) -> List[Tuple[str, bytes]]:

@@ -9,10 +9,10 @@ import pickle
 import duckdb
 import pyarrow as pa
 import pytest
-from helpers import get_bytes, read_manifest, run_copy
 
 from beam_s3_sink import CsvFormat
 from beam_s3_sink.stats import ColumnStats
+from helpers import get_bytes, read_manifest, run_copy
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()),
                     ("day", pa.date32()), ("flag", pa.bool_())])

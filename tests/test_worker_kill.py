@@ -25,12 +25,12 @@ import threading
 import time
 from typing import Any, Dict, List
 
-import jobservers
 import pyarrow as pa
 import pytest
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
 
+import jobservers
 from beam_s3_sink import CsvFormat
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
 
 SCHEMA = pa.schema([("id", pa.int64()), ("payload", pa.string())])
 ROWS = 300_000  # about 60 MB of CSV: a dozen 5 MiB parts over two workers
