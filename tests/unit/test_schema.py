@@ -149,3 +149,16 @@ def test_schema_to_json():
                                      {"name": "n", "type": "int64", "nullable": False}]
     assert schema_to_json(files, source)[0]["source_type"] == "extension<arrow.uuid>"
     assert "source_type" not in schema_to_json(files, source)[1]
+
+
+def test_extension_types_nested_in_lists_structs_and_maps():
+    """pyarrow builds no nested extension array from Python values; rows_to_batch does."""
+    u = uuid.uuid4()
+    schema = pa.schema([("l", pa.list_(pa.uuid())), ("s", pa.struct([("d", pa.json_()), ("k", pa.uuid())])),
+                        ("m", pa.map_(pa.string(), pa.uuid())), ("f", pa.list_(pa.json_(), 1))])
+    batch = rows_to_batch([{"l": [u, None], "s": {"d": {"a": 1}, "k": str(u)}, "m": {"x": u}, "f": [[1]]}, {}], schema)
+    assert batch.schema == schema
+    assert batch.to_pylist() == [{"l": [u, None], "s": {"d": '{"a":1}', "k": u}, "m": [("x", u)], "f": ["[1]"]},
+                                 {"l": None, "s": None, "m": None, "f": None}]
+    with pytest.raises(RowError, match=r"column 'l' expects list<item: extension<arrow.uuid>>, but a row holds \['nope'\]"):
+        rows_to_batch([{"l": ["nope"]}], schema)

@@ -172,3 +172,14 @@ def test_a_nul_character_is_named(fake_s3, pool):
     w = writer(fake_s3, pool)
     w.add({"id": 1, "name": "a\x00b"})
     assert "column 'name' (string), value 'a\\x00b'" in w.finish().error
+
+
+def test_nested_uuids_reach_a_parquet_file(fake_s3, pool):
+    import uuid
+
+    u = uuid.UUID(int=7)
+    schema = pa.schema([("id", pa.int64()), ("keys", pa.list_(pa.uuid()))])
+    w = writer(fake_s3, pool, fmt=ParquetFormat(), schema=schema)
+    w.add({"id": 1, "keys": [u, None]})
+    body, = complete(fake_s3, w.finish()).values()
+    assert pq.read_table(io.BytesIO(body)).to_pylist() == [{"id": 1, "keys": [str(u), None]}]  # compatible: text
