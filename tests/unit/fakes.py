@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from botocore.exceptions import ClientError
 
-__all__ = ["FakeS3", "FakeObject", "FakeUpload", "client_error"]
+__all__ = ["FakeS3", "FakeObject", "FakeUpload", "client_error", "FAKE_CONFIG", "serve"]
 
 _STATUS = {"NoSuchBucket": 404, "NoSuchKey": 404, "NoSuchUpload": 404, "AccessDenied": 403,
            "PreconditionFailed": 412, "ConditionalRequestConflict": 409, "NotImplemented": 501,
@@ -248,6 +248,27 @@ class FakeS3:
         if truncated:
             answer["NextKeyMarker"], answer["NextUploadIdMarker"] = page[-1]
         return answer
+
+
+def _config() -> Any:
+    from beam_s3_sink.config import S3Config
+
+    return S3Config(endpoint_url="http://fake.invalid")
+
+
+FAKE_CONFIG = _config()
+"""The S3Config of a copy whose steps talk to the fake (see :func:`serve`)."""
+
+
+def serve(fake: "FakeS3", monkeypatch: Any, config: Any = FAKE_CONFIG) -> Any:
+    """Make ``fake`` the client of every step that runs with ``config`` in this process: the
+    steps take their client from :mod:`beam_s3_sink.clients`' per-process cache, so the fake
+    goes there (undone when the test ends). Returns ``config``."""
+    from beam_s3_sink import clients
+    from beam_s3_sink.s3 import RetryCounter
+
+    monkeypatch.setitem(clients._clients, config, (fake, RetryCounter()))
+    return config
 
 
 def _etag(body: bytes) -> str:

@@ -8,11 +8,11 @@ import apache_beam as beam
 import pyarrow as pa
 import pytest
 
-from beam_s3_sink import CopyToS3, S3Config, clients
+from beam_s3_sink import CopyToS3
 from beam_s3_sink.arrow_upload import takes_batches
-from beam_s3_sink.s3 import RetryCounter
 
 from .beam_testing import collected, pipeline
+from .fakes import serve
 
 
 class Order(typing.NamedTuple):
@@ -39,8 +39,7 @@ class MakeOrders(beam.DoFn):
 
 @pytest.mark.parametrize("num_batches", [None, 2])
 def test_a_batched_producer_into_a_copy(fake_s3, monkeypatch, num_batches):
-    config = S3Config(endpoint_url="http://fake.invalid")
-    monkeypatch.setitem(clients._clients, config, (fake_s3, RetryCounter()))
+    config = serve(fake_s3, monkeypatch)
     with pipeline() as p:
         orders = (p | beam.Create([Order(i, f"o{i}") for i in range(50)]).with_output_types(Order)
                     | beam.ParDo(MakeOrders()).with_output_types(Order))

@@ -12,14 +12,13 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_s3_sink.claim import CONDITIONAL
 from beam_s3_sink.completion import EMPTY_FILE_TOKEN, MergeReports, ReportAccumulator
 from beam_s3_sink.completion import _CompleteFn as CompleteFn
-from beam_s3_sink.config import S3Config
 from beam_s3_sink.errors import CopyToS3Error
 from beam_s3_sink.formats import CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.messages import InitOutcome, PendingFile, UploadReport
-from beam_s3_sink.s3 import RetryCounter
 
 from .beam_testing import pipeline
+from .fakes import serve
 
 KEYS = CopyKeys(S3Location("bucket", "p"), "s1")
 SCHEMA = pa.schema([("id", pa.int64())])
@@ -70,10 +69,10 @@ def test_report_merge_keeps_the_smallest_error_whatever_the_order():
 
 @pytest.fixture
 def complete(fake_s3, monkeypatch):
-    monkeypatch.setattr("beam_s3_sink.completion.shared_client", lambda config: (fake_s3, RetryCounter()))
+    config = serve(fake_s3, monkeypatch)
 
     def run(report, outcome=InitOutcome(guard=CONDITIONAL), fail_on_error=False):
-        fn = CompleteFn(KEYS, S3Config(), CsvFormat(header=True), SCHEMA, fail_on_error)
+        fn = CompleteFn(KEYS, config, CsvFormat(header=True), SCHEMA, fail_on_error)
         fn.setup()
         return list(fn.process(report, outcome))
 

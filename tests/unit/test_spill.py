@@ -8,16 +8,15 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_s3_sink import spill
-from beam_s3_sink.config import S3Config
 from beam_s3_sink.formats import CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.messages import InitOutcome
-from beam_s3_sink.s3 import RetryCounter
 from beam_s3_sink.spill import _SpillFn as SpillFn
 from beam_s3_sink.spill import _WriteSpilledFn as WriteSpilledFn
 from beam_s3_sink.spill import decode_blob, encode_blob
 
 from .beam_testing import pipeline
+from .fakes import serve
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -77,8 +76,8 @@ def test_arrow_elements_and_bad_rows_are_shipped():
 
 @pytest.fixture
 def spilled_writer(fake_s3, monkeypatch):
-    monkeypatch.setattr("beam_s3_sink.upload.shared_client", lambda config: (fake_s3, RetryCounter()))
-    fn = WriteSpilledFn(CopyKeys(S3Location("bucket", "p"), "s1"), S3Config(), CsvFormat(), SCHEMA, 2**30)
+    config = serve(fake_s3, monkeypatch)
+    fn = WriteSpilledFn(CopyKeys(S3Location("bucket", "p"), "s1"), config, CsvFormat(), SCHEMA, 2**30)
     fn.setup()
     yield fn
     fn.teardown()

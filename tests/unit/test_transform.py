@@ -13,11 +13,11 @@ import apache_beam as beam
 import pyarrow as pa
 import pytest
 
-from beam_s3_sink import CopyToS3, CsvFormat, S3Config, clients
-from beam_s3_sink.s3 import RetryCounter
+from beam_s3_sink import CopyToS3, CsvFormat, S3Config
 from beam_s3_sink.transform import parse_size
 
 from .beam_testing import collected, pipeline
+from .fakes import serve
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 ROWS = [{"id": i, "name": f"n{i}"} for i in range(20)]
@@ -78,8 +78,7 @@ def test_max_file_size_needs_few_enough_parts():
 @pytest.fixture
 def copy(fake_s3, monkeypatch):
     """Run ``rows | CopyToS3(...)`` on the FnApiRunner against the fake; return its results."""
-    config = S3Config(endpoint_url="http://fake.invalid")
-    monkeypatch.setitem(clients._clients, config, (fake_s3, RetryCounter()))
+    config = serve(fake_s3, monkeypatch)
 
     def run(rows, **kwargs):
         with pipeline() as p:

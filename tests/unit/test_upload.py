@@ -5,13 +5,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from beam_s3_sink.config import S3Config
 from beam_s3_sink.formats import CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
 from beam_s3_sink.messages import InitOutcome
-from beam_s3_sink.s3 import RetryCounter
 from beam_s3_sink.upload import _UploadFn as UploadFn
+
+from .fakes import serve
 
 KEYS = CopyKeys(S3Location("bucket", "p"), "s1")
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
@@ -19,8 +19,8 @@ SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
 
 @pytest.fixture
 def upload_fn(fake_s3, monkeypatch):
-    monkeypatch.setattr("beam_s3_sink.upload.shared_client", lambda config: (fake_s3, RetryCounter()))
-    fn = UploadFn(KEYS, S3Config(), CsvFormat(), SCHEMA, 2**30, Layout(partition_by=("day",)))
+    config = serve(fake_s3, monkeypatch)
+    fn = UploadFn(KEYS, config, CsvFormat(), SCHEMA, 2**30, Layout(partition_by=("day",)))
     fn.setup()
     yield fn
     fn.teardown()
