@@ -221,7 +221,7 @@ class _CompleteFn(beam.DoFn):
         body = buffer.getvalue()
         key = self._keys.data_file(EMPTY_FILE_TOKEN, 1, self._format.extension)
         call(self._client, "PutObject", self._keys.location.bucket, key, Body=body,
-             **self._config.objects.data_file_args(self._format.extension))
+             **self._config.objects.data_file_args(self._format.content_type))
         return CopiedFile(self._keys.location.object_uri(key), 0, len(body), stats)
 
     def _abort_others(self, keep: Set[Tuple[str, str]]) -> List[str]:

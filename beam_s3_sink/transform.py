@@ -39,7 +39,7 @@ from apache_beam.pvalue import AsList, AsSingleton, PCollection
 from .arrow_upload import _ArrowAssignShardFn, _ArrowUploadFn, takes_batches
 from .completion import MergeReports, _CompleteFn
 from .config import S3Config, resolve_config
-from .formats import Format, JsonlFormat, resolve_format
+from .formats import Format, resolve_format
 from .if_exists import check_if_exists
 from .initialization import _InitializeFn
 from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
@@ -168,11 +168,6 @@ class CopyToS3(beam.PTransform):
         schema = resolve_schema(self._schema, rows.element_type)
         self._format.check_schema(schema)
         self._layout.check(schema)
-        if self._num_batches is not None:
-            try:
-                JsonlFormat().check_schema(schema)  # rows are hashed as their JSON Lines text
-            except ValueError as exc:
-                raise ValueError(f"CopyToS3: num_batches cannot hash this schema's rows: {exc}") from None
         config = resolve_config(self._s3, rows.pipeline.options)
         if self._max_file_size > config.part_size * MAX_PARTS:
             raise ValueError(

@@ -296,7 +296,7 @@ class FileWriter:
         sequence.stream = MultipartStream(
             self._client, self._bucket, key, part_size=self._config.part_size,
             pool=self._pool, max_in_flight=self._config.max_concurrency,
-            create_args=self._config.objects.data_file_args(self._format.extension),
+            create_args=self._config.objects.data_file_args(self._format.content_type),
             part_args=self._config.objects.part_args())
         sequence.encoder = self._format.open(self._file_schema, sequence.stream, self._max_file_size)
 

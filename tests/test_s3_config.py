@@ -23,7 +23,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.display import DisplayData
 
-from beam_s3_sink import CopyToS3, ObjectSettings, S3Config
+from beam_s3_sink import CopyToS3, CsvFormat, JsonlFormat, ObjectSettings, S3Config
 from beam_s3_sink.config import resolve_config
 from beam_s3_sink.keys import CopyKeys, S3Location
 from conftest import ACCESS_KEY, REGION, SECRET_KEY, free_port, start_moto
@@ -240,6 +240,26 @@ def test_each_action_of_the_policy_is_needed(action, iam_server):
 
 
 # criterion 3: encryption, storage class, checksums, expected owner: what the server holds ----
+
+@pytest.mark.parametrize("fmt, content_type", [
+    ("parquet", "application/vnd.apache.parquet"), ("csv", "text/csv"), ("text", "text/plain"),
+    ("jsonl", "application/jsonl"), (JsonlFormat(compression="gzip"), "application/gzip"),
+    (CsvFormat(compression="zstd"), "application/zstd")])
+def test_each_format_gives_its_files_its_content_type(fmt, content_type, s3_config, s3_client, bucket):
+    # the format owns its content type (Format.content_type); an empty copy's one file has it too
+    for n, prefix in ((3, "rows"), (0, "empty")):
+        result = run_copy([{"id": i, "name": "x"} for i in range(n)], uri=f"s3://{bucket}/{prefix}",
+                          format=fmt, schema=SCHEMA, s3=s3_config)
+        assert result.ok, result.error
+        for key in data_keys(s3_client, bucket, prefix):
+            assert s3_client.head_object(Bucket=bucket, Key=key)["ContentType"] == content_type, key
+    override = s3_config.replace(objects=ObjectSettings(content_type="application/octet-stream"))
+    assert run_copy([{"id": 1, "name": "x"}], uri=f"s3://{bucket}/override", format=fmt, schema=SCHEMA,
+                    s3=override).ok
+    (key,) = data_keys(s3_client, bucket, "override")
+    assert s3_client.head_object(Bucket=bucket, Key=key)["ContentType"] == "application/octet-stream"
+
+
 
 @pytest.mark.parametrize("sse, kms_key", [("AES256", None), ("aws:kms", "alias/exports")])
 def test_object_settings_reach_the_server(sse, kms_key, s3_endpoint, s3_config, s3_client, bucket):

@@ -42,7 +42,7 @@ from typing import Any, BinaryIO, ClassVar, List, Optional
 import pyarrow as pa
 
 from .base import FileEncoder, Format
-from .line_encoder import LineEncoder, check_compression, compressed_extension
+from .line_encoder import LineEncoder, check_compression, compressed_content_type, compressed_extension
 
 __all__ = ["JsonlFormat", "render_lines"]
 
@@ -50,8 +50,8 @@ __all__ = ["JsonlFormat", "render_lines"]
 class JsonlFormat(Format):
     """JSON Lines files (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``).
 
-    >>> JsonlFormat(compression="gzip").extension
-    'jsonl.gz'
+    >>> JsonlFormat(compression="gzip").extension, JsonlFormat().content_type
+    ('jsonl.gz', 'application/jsonl')
 
     Attributes:
       compression: None (default), ``"gzip"`` or ``"zstd"``.
@@ -67,6 +67,10 @@ class JsonlFormat(Format):
     @property
     def extension(self) -> str:
         return compressed_extension("jsonl", self.compression)
+
+    @property
+    def content_type(self) -> str:
+        return compressed_content_type("application/jsonl", self.compression)  # jsonlines.org
 
     def check_schema(self, schema: pa.Schema) -> None:
         for field in schema:

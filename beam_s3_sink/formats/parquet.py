@@ -125,6 +125,10 @@ class ParquetFormat(Format):
     def extension(self) -> str:
         return "parquet"
 
+    @property
+    def content_type(self) -> str:
+        return "application/vnd.apache.parquet"  # IANA, 2024; compression is inside the file
+
     def row_group_bytes(self, max_file_size: int) -> int:
         """The encoded row-group size used for files of ``max_file_size`` bytes.
 

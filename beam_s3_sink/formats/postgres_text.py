@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .base import FileEncoder, Format
-from .line_encoder import LineEncoder, check_compression, compressed_extension, join_lines
+from .line_encoder import LineEncoder, check_compression, compressed_content_type, compressed_extension, join_lines
 from .postgres_values import check_type, column_renderer
 
 __all__ = ["TextFormat"]
@@ -66,6 +66,10 @@ class TextFormat(Format):
     @property
     def extension(self) -> str:
         return compressed_extension("txt", self.compression)
+
+    @property
+    def content_type(self) -> str:
+        return compressed_content_type("text/plain", self.compression)
 
     def check_schema(self, schema: pa.Schema) -> None:
         for field in schema:
