@@ -43,10 +43,17 @@ from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Dict, Optional, Tuple
 
 import pyarrow as pa
 
+from ..errors import EncodeError
+
 if TYPE_CHECKING:
     from ..stats import ColumnStats
 
-__all__ = ["Format", "FileEncoder"]
+__all__ = ["Format", "FileEncoder", "ENCODE_ERRORS"]
+
+ENCODE_ERRORS = (EncodeError, pa.ArrowException)
+"""What an encoder raises for a value it cannot write: its own :class:`EncodeError` (naming
+the column), or pyarrow's error from a kernel or the Parquet writer. Anything else is a bug,
+and is left to fail the bundle."""
 
 
 class FileEncoder(abc.ABC):

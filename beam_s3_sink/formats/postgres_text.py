@@ -20,6 +20,7 @@ from typing import BinaryIO, ClassVar, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import EncodeError
 from .base import FileEncoder, Format
 from .line_encoder import LineEncoder, check_compression, compressed_content_type, compressed_extension, join_lines
 from .postgres_values import check_type, column_renderer
@@ -109,7 +110,7 @@ class _TextLines:
         for i, render in enumerate(self._renderers):
             escaped = fmt.escape_fields(render(batch.column(i)))
             if self._ambiguous_null and pc.any(pc.equal(escaped, fmt.null)).as_py():
-                raise ValueError(
+                raise EncodeError(
                     f"column {self._names[i]!r}: a value is the text {fmt.null!r}, the NULL string of "
                     f"this text format, which COPY ... FROM would load as NULL; use a NULL string that "
                     f"the data cannot hold, such as the default '\\N'")
