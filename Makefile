@@ -37,7 +37,7 @@ runners: venv
 	bash scripts/fetch-runners.sh $(BIN)/python
 
 demo: $(DEMO_STAMP)
-	$(BIN)/python -m pipelines.copy_to_s3 --demo
+	$(BIN)/python -m pipelines.demo
 
 test: venv postgres runners
 	$(BIN)/python -m pytest

@@ -1,4 +1,10 @@
-"""beam_s3_sink: copy a bounded Apache Beam PCollection to S3 as Parquet or PostgreSQL COPY CSV."""
+"""beam_s3_sink: copy a bounded Apache Beam PCollection to S3 as Parquet, PostgreSQL COPY CSV/text
+or JSON Lines.
+
+Installs one package, ``beam_s3_sink`` (with its command ``beam-s3-copy``, in
+``beam_s3_sink.cli``); the repository's ``pipelines/`` (the demo and the servers the tests use)
+runs from a checkout and is not installed.
+"""
 
 from setuptools import find_packages, setup
 
@@ -14,12 +20,13 @@ DEMO = [
 setup(
     name="beam_s3_sink",
     version="0.1.0",
-    description="Apache Beam transform that copies a bounded PCollection to S3 as Parquet or "
-                "PostgreSQL COPY CSV/text, with one result: rows copied, or the error",
+    description="Apache Beam transform that copies a bounded PCollection to S3 as Parquet, "
+                "PostgreSQL COPY CSV/text or JSON Lines, with one result: rows copied, or the error",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
-    packages=find_packages(include=["beam_s3_sink", "beam_s3_sink.*", "pipelines", "pipelines.*"]),
+    packages=find_packages(include=["beam_s3_sink", "beam_s3_sink.*"]),
+    entry_points={"console_scripts": ["beam-s3-copy = beam_s3_sink.cli:main"]},
     install_requires=[
         "apache-beam>=2.60",
         "pyarrow>=14",

@@ -2,7 +2,8 @@
 
 The Beam counterpart of Materialize's ``COPY ... TO 's3://...'``: three steps (initialization
 on one worker, upload on every worker, one completion), data files made visible only when the
-whole copy has succeeded, and exactly one :class:`CopyToResult`.
+whole copy has succeeded, and exactly one :class:`CopyToResult`. The command ``beam-s3-copy``
+(:mod:`beam_s3_sink.cli`) runs such a copy from the shell.
 
 >>> from beam_s3_sink import CopyToS3, CopyToResult, S3Config   # doctest: +SKIP
 >>> rows | CopyToS3("s3://bucket/exports/orders", format="parquet", schema=schema)  # doctest: +SKIP

@@ -17,7 +17,7 @@ The holder deletes it (no other copy can write that key while it exists); ``--ab
 it only when it names the copy being removed. A copy that crashes keeps its
 claim: a rerun with the same sink id takes it over (the body names it); any other copy fails
 with a message naming the holder and the clean-up command (:mod:`.cleanup`,
-``python -m pipelines.copy_to_s3 --abort ID --output s3://...``). ``if_exists="append"``
+``beam-s3-copy --abort ID --output s3://...``). ``if_exists="append"``
 takes no claim: appending copies may share a path.
 
 **Stores that ignore If-None-Match.** AWS S3 (since August 2024), moto and SeaweedFS enforce
@@ -68,7 +68,7 @@ class ClaimOutcome:
 
 def abort_hint(uri: str, sink_id: str) -> str:
     """The clean-up command for copy ``sink_id`` into ``uri``, as a person types it."""
-    return f"python -m pipelines.copy_to_s3 --abort {sink_id} --output {uri}"
+    return f"beam-s3-copy --abort {sink_id} --output {uri}"
 
 
 def _conditional_put(client: Any, bucket: str, key: str, body: bytes, put_args: Dict[str, Any]) -> Optional[str]:

