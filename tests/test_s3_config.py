@@ -464,3 +464,43 @@ def test_no_secret_in_logs_results_or_pipeline_graph(iam_server, caplog):
                     shown.append(repr(node.transform.fn))
     for secret in ("graph-secret-1", "graph-token-1"):
         assert all(secret not in s for s in shown)
+
+
+# display data: the options a runner's UI shows, never a secret ------------------------------
+
+def test_display_data_shows_the_options_and_no_secret():
+    secret, token = "display-secret-1", "display-token-1"
+    config = S3Config(endpoint_url=f"http://user:{secret}@127.0.0.1:9/", region_name="eu-west-3",
+                      access_key_id="AKIADISPLAYKEY", secret_access_key=secret, session_token=token,
+                      role_arn="arn:aws:iam::123456789012:role/exports", external_id="display-external-1")
+    copy = CopyToS3("s3://bucket/exports/orders", format=CsvFormat(header=True, compression="gzip"), schema=SCHEMA,
+                    max_file_size="64MiB", sink_id="nightly", s3=config, if_exists="replace", num_batches=4,
+                    partition_by=["name"])
+    items = {i.key: i.value for i in DisplayData.create_from(copy).items}
+    assert items == {
+        "uri": "s3://bucket/exports/orders", "format": "csv",
+        "format_options": "header=True, delimiter=',', null='', quote='\"', escape='\"', force_quote=(), "
+                          "compression='gzip'",
+        "schema": "id: int64, name: string", "max_file_size": 64 * 2**20, "sink_id": "nightly",
+        "if_exists": "replace", "fail_on_error": True, "num_batches": 4, "partition_by": "name",
+        "s3_endpoint": "http://127.0.0.1:9/", "s3_region": "eu-west-3"}
+    labels = {i.key: i.label for i in DisplayData.create_from(copy).items}
+    assert labels["uri"] == "Destination" and labels["num_batches"] == "Shards (num_batches)"
+
+    # Once the pipeline is built: the schema and the S3 settings it resolved (here from the
+    # pipeline's S3Options), in the runner API proto that a runner receives too.
+    options = PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:9", "--s3_region_name=us-west-2",
+                               "--s3_access_key_id=AKIAOPTIONSKEY", "--s3_secret_access_key=options-secret-1"])
+    p = beam.Pipeline(options=options)
+    built = CopyToS3("s3://bucket/p", format="parquet", sink_id="built", validate_only=True)
+    _ = p | beam.Create([make_row(1)]).with_output_types(
+        beam.row_type.RowTypeConstraint.from_fields([("id", int), ("name", str)])) | built
+    shown = {i.key: i.value for i in DisplayData.create_from(built).items}
+    assert shown["s3_endpoint"] == "http://127.0.0.1:9" and shown["s3_region"] == "us-west-2"
+    assert shown["schema"] == "id: int64 not null, name: string not null" and shown["validate_only"] is True
+    assert "num_batches" not in shown and "partition_by" not in shown
+    proto = str(p.to_runner_api())
+    assert "s3://bucket/p" in proto and "Destination" in proto
+    everything = [str(DisplayData.create_from(copy).items), str(DisplayData.create_from(built).items), proto]
+    for value in (secret, token, "display-external-1", "AKIADISPLAYKEY", "options-secret-1", "AKIAOPTIONSKEY"):
+        assert all(value not in text for text in everything), value
