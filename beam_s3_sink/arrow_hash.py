@@ -8,9 +8,14 @@ values have equal bytes), and cheap: no Python per row. Per column::
     fixed width (ints, dates, timestamps, decimals...) ─▶ value bytes as uint64 lanes ─┐
     floats ─▶ -0.0 as 0.0, one NaN ─▶ bits ─────────────────────────────────────────────┤
     bool ─▶ 0/1 ────────────────────────────────────────────────────────────────────────┼─▶ splitmix64
-    string/binary/views ─▶ Σ byte·P^i over the value (prefix sums, numpy) and its length ─────┤   NULL: a constant
-    anything else (lists, structs, maps) ─▶ its JSON text, value by value ─────────────┘
+    string/binary/views ─▶ Σ byte·P^i over the value (prefix sums, numpy) and its length ─┤   NULL: a constant
+    lists, maps ─▶ Σ item hash·P^i over the items (the same prefix sums) and the length ───┤
+    structs ─▶ the fields' hashes, combined as the columns of a row are ──────────────────┤
+    anything else (unions...) ─▶ the repr of each Python value, as a string ──────────────┘
                                                  row hash = mix(row hash · K + column hash), in schema order
+
+It depends on the Arrow type alone, never on an output format: any schema a format accepts
+can be sharded, and a format added later changes nothing here.
 
 Arithmetic is numpy's ``uint64`` (wrapping modulo 2**64), so the figures are the same on
 every platform. Strings are hashed in slices of at most ``_CHUNK_ROWS`` rows to bound the
@@ -99,8 +104,18 @@ def _column_hash(array: pa.Array, powers: _Powers) -> np.ndarray:
         return np.full(len(array), _NULL, dtype=np.uint64)
     elif _fixed_width(typ):
         values = _fixed_hash(array)
+    elif t.is_struct(typ):
+        values = np.full(len(array), np.uint64(typ.num_fields), dtype=np.uint64)
+        for field in array.flatten():  # flatten() takes the slice's offset into account
+            values = _mix(values * _K + _column_hash(field, powers))
+    elif t.is_list(typ) or t.is_large_list(typ) or t.is_map(typ):
+        values = _list_hash(array, powers)
+    elif t.is_fixed_size_list(typ) or t.is_list_view(typ) or t.is_large_list_view(typ):
+        large = t.is_large_list_view(typ)
+        values = _list_hash(array.cast(pa.large_list(typ.value_type) if large else pa.list_(typ.value_type)),
+                            powers)
     else:
-        values = _json_hash(array, powers)
+        values = _repr_hash(array, powers)
     values = _mix(values)
     if array.null_count:
         values[array.is_null().to_numpy(zero_copy_only=False)] = _NULL
@@ -146,19 +161,29 @@ def _bytes_chunk(array: pa.Array, powers: _Powers) -> np.ndarray:
     data = array.buffers()[2]
     raw = (np.frombuffer(data, dtype=np.uint8)[low:high] if data is not None and high > low
            else np.zeros(0, dtype=np.uint8)).astype(np.uint64)
-    relative = offsets - low
-    n = high - low
+    return _sequence_hash(raw, offsets - low, powers)
+
+
+def _sequence_hash(items: np.ndarray, relative: np.ndarray, powers: _Powers) -> np.ndarray:
+    """Per slice ``items[relative[i]:relative[i + 1]]``: Σ item·P^(j - start), then its length."""
+    n = len(items)
     table = powers.upto(n)
     prefix = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum(raw * table.up[1:n + 1], dtype=np.uint64, out=prefix[1:])
+    np.cumsum(items * table.up[1:n + 1], dtype=np.uint64, out=prefix[1:])
     sums = (prefix[relative[1:]] - prefix[relative[:-1]]) * table.down[relative[:-1]]
     lengths = np.diff(relative).astype(np.uint64)
     return sums * _K + lengths
 
 
-def _json_hash(array: pa.Array, powers: _Powers) -> np.ndarray:
-    """Nested and other types: their JSON Lines text (Python per value), then as strings."""
-    from .formats.jsonl import render_lines
+def _list_hash(array: pa.Array, powers: _Powers) -> np.ndarray:
+    """Lists and maps (a map is a list of key/value structs): the items' hashes as a sequence."""
+    offsets = array.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    low, high = int(offsets[0]), int(offsets[-1])
+    items = _column_hash(array.values.slice(low, high - low), powers)  # .values ignores the slice
+    return _sequence_hash(items, offsets - low, powers)
 
-    lines = render_lines(pa.RecordBatch.from_arrays([array], names=["v"]))
-    return _bytes_hash(pa.array(lines, pa.binary()), powers)
+
+def _repr_hash(array: pa.Array, powers: _Powers) -> np.ndarray:
+    """Types with no column-wise rule (unions, run-end encoded...): each value's Python repr."""
+    texts = [None if v is None else repr(v).encode() for v in array.to_pylist()]
+    return _bytes_hash(pa.array(texts, pa.binary()), powers)

@@ -36,7 +36,7 @@ def takes_batches(element_type: Any) -> bool:
 
     try:
         BatchConverter.from_typehints(element_type=convert_to_beam_type(element_type), batch_type=pa.Table)
-    except Exception:  # noqa: BLE001 - no converter for this type: rows only
+    except (TypeError, ValueError, NotImplementedError, KeyError):  # no converter for this type: rows only
         return False
     return True
 

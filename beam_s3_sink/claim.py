@@ -44,7 +44,7 @@ from typing import Any, Dict, Optional
 
 from .errors import S3RequestError
 from .keys import CopyKeys
-from .s3 import call, describe_error, error_code
+from .s3 import call, read_object
 
 __all__ = ["ClaimOutcome", "take_claim", "read_claim_holder", "release_claim", "abort_hint",
            "CONDITIONAL", "FALLBACK"]
@@ -71,37 +71,30 @@ def abort_hint(uri: str, sink_id: str) -> str:
     return f"beam-s3-copy --abort {sink_id} --output {uri}"
 
 
-def _status(exc: BaseException) -> int:
-    response = getattr(exc, "response", None) or {}
-    return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-
-
 def _conditional_put(client: Any, bucket: str, key: str, body: bytes, put_args: Dict[str, Any]) -> Optional[str]:
     """PutObject with If-None-Match: *; None when written, else S3's error code."""
     try:
-        client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*", ContentType="application/json",
-                          **put_args)
+        call(client, "PutObject", bucket, key, Body=body, IfNoneMatch="*", ContentType="application/json",
+             **put_args)
         return None
-    except Exception as exc:  # noqa: BLE001 - sorted below
-        code = error_code(exc)
-        status = _status(exc)
-        if code == "PreconditionFailed" or status == 412:
+    except S3RequestError as exc:
+        if exc.code == "PreconditionFailed" or exc.status == 412:
             return "PreconditionFailed"
-        if code == "ConditionalRequestConflict" or status == 409:
+        if exc.code == "ConditionalRequestConflict" or exc.status == 409:
             return "ConditionalRequestConflict"
-        if code == "NotImplemented" or status == 501:
+        if exc.code == "NotImplemented" or exc.status == 501:
             return "NotImplemented"
-        raise S3RequestError(describe_error(exc, "PutObject", bucket, key)) from exc
+        raise
 
 
 def read_claim_holder(client: Any, bucket: str, key: str) -> Optional[Dict[str, Any]]:
     """The claim's body (``sink_id``, ``nonce``, ``started``), or None if there is no claim."""
     try:
-        data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except Exception as exc:  # noqa: BLE001 - sorted below
-        if error_code(exc) in ("NoSuchKey", "404") or _status(exc) == 404:
+        data = read_object(client, bucket, key)
+    except S3RequestError as exc:
+        if exc.code in ("NoSuchKey", "404") or exc.status == 404:
             return None
-        raise S3RequestError(describe_error(exc, "GetObject", bucket, key)) from exc
+        raise
     try:
         body = json.loads(data)
         return body if isinstance(body, dict) and isinstance(body.get("sink_id"), str) else {"sink_id": "?"}

@@ -28,14 +28,13 @@ from __future__ import annotations
 import io
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Iterable, List, Optional, Sequence, Set, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.metrics import Metrics
 
 from .claim import CONDITIONAL, FALLBACK, release_claim
-from .clients import shared_client
+from .clients import _S3DoFn
 from .config import S3Config
 from .errors import CopyToS3Error, ReplaceError, S3RequestError
 from .formats.base import Format
@@ -45,14 +44,13 @@ from .keys import TOKEN_HEX_DIGITS, CopyKeys
 from .manifest import manifest_json
 from .messages import InitOutcome, PendingFile, UploadReport
 from .results import CopiedFile, CopyToResult
-from .s3 import call, describe_error, error_code, list_uploads
+from .s3 import call, list_uploads
 from .schema import schema_to_json
 
 __all__ = ["MergeReports", "ReportAccumulator"]
 
 _log = logging.getLogger(__name__)
 EMPTY_FILE_TOKEN = "0" * TOKEN_HEX_DIGITS
-NAMESPACE = "beam_s3_sink"
 
 
 class ReportAccumulator:
@@ -109,27 +107,22 @@ class MergeReports(beam.CombineFn):
         return accumulator.report()
 
 
-class _CompleteFn(beam.DoFn):
+class _CompleteFn(_S3DoFn):
     """Commits (or abandons) the copy and emits its :class:`CopyToResult`."""
 
     def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema,
                  fail_on_error: bool) -> None:
+        super().__init__(config)
         self._keys = keys
-        self._config = config
         self._format = fmt
         self._schema = schema
         self._fail_on_error = fail_on_error
-        self._client: Any = None
-        self._retries_counter = Metrics.counter(NAMESPACE, "retries")
-
-    def setup(self) -> None:
-        self._client, self._retries = shared_client(self._config)
 
     def process(self, report: UploadReport, state: InitOutcome) -> Iterable[CopyToResult]:
         try:
             yield from self._finish(report, state)
         finally:
-            self._retries_counter.inc(self._retries.drain())
+            self._count_retries()
 
     def _finish(self, report: UploadReport, state: InitOutcome) -> Iterable[CopyToResult]:
         if state.done is not None:
@@ -197,19 +190,18 @@ class _CompleteFn(beam.DoFn):
             for part, checksum in zip(parts, pending.part_checksums):
                 part[field] = checksum
         try:
-            self._client.complete_multipart_upload(
-                Bucket=bucket, Key=pending.key, UploadId=pending.upload_id,
-                MultipartUpload={"Parts": parts})
-        except Exception as exc:  # noqa: BLE001 - translated below
-            if error_code(exc) == "NoSuchUpload" and self._already_complete(pending):
+            call(self._client, "CompleteMultipartUpload", bucket, pending.key, UploadId=pending.upload_id,
+                 MultipartUpload={"Parts": parts})
+        except S3RequestError as exc:
+            if exc.code == "NoSuchUpload" and self._already_complete(pending):
                 return
-            raise S3RequestError(describe_error(exc, "CompleteMultipartUpload", bucket, pending.key)) from exc
+            raise
 
     def _already_complete(self, pending: PendingFile) -> bool:
         """Whether an earlier attempt completed this upload (the object is there, whole)."""
         try:
-            head = self._client.head_object(Bucket=self._keys.location.bucket, Key=pending.key)
-        except Exception:  # noqa: BLE001 - not there: really not completed
+            head = call(self._client, "HeadObject", self._keys.location.bucket, pending.key)
+        except S3RequestError:  # not there: really not completed
             return False
         return int(head["ContentLength"]) == pending.bytes
 
@@ -221,7 +213,7 @@ class _CompleteFn(beam.DoFn):
         body = buffer.getvalue()
         key = self._keys.data_file(EMPTY_FILE_TOKEN, 1, self._format.extension)
         call(self._client, "PutObject", self._keys.location.bucket, key, Body=body,
-             **self._config.objects.data_file_args(self._format.extension))
+             **self._config.objects.data_file_args(self._format.content_type))
         return CopiedFile(self._keys.location.object_uri(key), 0, len(body), stats)
 
     def _abort_others(self, keep: Set[Tuple[str, str]]) -> List[str]:

@@ -22,6 +22,8 @@ True
 
 from __future__ import annotations
 
+from typing import Optional
+
 __all__ = ["CopyToS3Error", "S3RequestError", "ReplaceError", "CommittedCopyError",
            "RowError", "CoercionError", "BatchError", "EncodeError"]
 
@@ -32,7 +34,19 @@ class CopyToS3Error(RuntimeError):
 
 
 class S3RequestError(CopyToS3Error):
-    """An S3 request failed; the message names the operation, the object and S3's answer."""
+    """An S3 request failed; the message names the operation, the object and S3's answer.
+
+    ``code`` is S3's error code (``NoSuchUpload``, ``PreconditionFailed``...) and ``status`` the
+    HTTP status, when S3 answered, so that a caller can tell an expected refusal from a failure.
+
+    >>> S3RequestError("PutObject on k failed", code="PreconditionFailed", status=412).status
+    412
+    """
+
+    def __init__(self, message: str, code: Optional[str] = None, status: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
 
 
 class ReplaceError(S3RequestError):

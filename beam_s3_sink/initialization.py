@@ -42,37 +42,28 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, Iterable, List, Optional
 
-import apache_beam as beam
-from apache_beam.metrics import Metrics
-
 from .claim import CONDITIONAL, FALLBACK, abort_hint, release_claim, take_claim
-from .clients import shared_client
+from .clients import _S3DoFn
 from .config import S3Config
 from .errors import S3RequestError
 from .keys import CopyKeys
 from .manifest import result_from_manifest
 from .messages import InitOutcome
-from .s3 import call, list_keys, list_uploads
+from .s3 import call, list_keys, list_uploads, read_object
 
 __all__ = ["initialize", "fallback_winner"]
 
 _log = logging.getLogger(__name__)
 _SHOWN_FOREIGN_KEYS = 5
-NAMESPACE = "beam_s3_sink"
 
 
-class _InitializeFn(beam.DoFn):
+class _InitializeFn(_S3DoFn):
     """Validates the destination and writes the sentinel; emits one :class:`InitOutcome`."""
 
     def __init__(self, keys: CopyKeys, config: S3Config, if_exists: str = "error") -> None:
+        super().__init__(config)
         self._keys = keys
-        self._config = config
         self._if_exists = if_exists
-        self._client: Any = None
-        self._retries_counter = Metrics.counter(NAMESPACE, "retries")
-
-    def setup(self) -> None:
-        self._client, self._retries = shared_client(self._config)
 
     def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
         for error in errors:
@@ -83,7 +74,7 @@ class _InitializeFn(beam.DoFn):
                                self._config.objects.control_args())
         except S3RequestError as exc:
             state = InitOutcome(error=str(exc))
-        self._retries_counter.inc(self._retries.drain())
+        self._count_retries()
         yield state
 
 
@@ -98,7 +89,7 @@ def initialize(client: Any, keys: CopyKeys, if_exists: str = "error",
     bucket = location.bucket
     present = {o["Key"] for o in list_keys(client, bucket, location.list_prefix)}
     if keys.manifest in present and keys.sentinel not in present:
-        data = call(client, "GetObject", bucket, keys.manifest)["Body"].read()
+        data = read_object(client, bucket, keys.manifest)
         _log.info("copy %s to %s already finished; reporting its result again", keys.sink_id, location.uri)
         return InitOutcome(done=result_from_manifest(data, location.object_uri(keys.manifest)))
 
@@ -111,7 +102,7 @@ def initialize(client: Any, keys: CopyKeys, if_exists: str = "error",
         present = {o["Key"] for o in list_keys(client, bucket, location.list_prefix)}
         if keys.manifest in present and keys.sentinel not in present:  # finished meanwhile
             _release(client, keys, guard)
-            data = call(client, "GetObject", bucket, keys.manifest)["Body"].read()
+            data = read_object(client, bucket, keys.manifest)
             return InitOutcome(done=result_from_manifest(data, location.object_uri(keys.manifest)))
 
     foreign = sorted(k for k in present if not keys.is_owned(k) and k != keys.claim)

@@ -24,6 +24,8 @@ from typing import Any, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
+from .errors import RowError
+
 __all__ = ["Layout", "escape_path_name", "DEFAULT_PARTITION", "DEFAULT_MAX_OPEN_FILES"]
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -99,7 +101,8 @@ class Layout:
     def directory(self, row: Mapping[str, Any], schema: pa.Schema) -> str:
         """The ``col=value/...`` directory of ``row`` (``""`` without partitions).
 
-        Raises ``ValueError`` naming the column when a value does not fit its type."""
+        Raises :class:`~beam_s3_sink.errors.RowError` naming the column when a value does not
+        fit its type."""
         segments = []
         for name in self.partition_by:
             value = _typed(row.get(name), name, schema.field(name).type)
@@ -119,7 +122,7 @@ def _typed(value: Any, name: str, typ: pa.DataType) -> Any:
     try:
         return pa.scalar(value, type=typ).as_py()
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(f"partition column {name!r} expects {typ}, but a row holds {value!r} "
+        raise RowError(f"partition column {name!r} expects {typ}, but a row holds {value!r} "
                          f"({type(value).__name__}): {exc}") from None
 
 

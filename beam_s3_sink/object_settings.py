@@ -3,7 +3,7 @@ the expected bucket owner, and the one place each becomes request parameters.
 
 ::
 
-    ObjectSettings ──data_file_args(ext)──▶ CreateMultipartUpload / PutObject (empty data file)
+    ObjectSettings ──data_file_args(ct)───▶ CreateMultipartUpload / PutObject (empty data file)
                    ──control_args()───────▶ PutObject of the sentinel and the manifest
                    ──checksum_algorithm───▶ UploadPart; CompleteMultipartUpload gets each
                                             part's checksum back (PendingFile.part_checksums)
@@ -31,8 +31,6 @@ SSE_MODES = ("AES256", "aws:kms", "aws:kms:dsse")
 CHECKSUM_ALGORITHMS = ("CRC32C", "SHA256", "CRC32", "SHA1")
 """Part checksums S3 computes and verifies; completion passes each part's back."""
 
-_CONTENT_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv",
-                  "txt": "text/plain", "gz": "application/gzip", "zst": "application/zstd"}
 _ACCOUNT_ID = re.compile(r"\d{12}")
 
 
@@ -42,7 +40,7 @@ class ObjectSettings:
 
     >>> settings = ObjectSettings(server_side_encryption="aws:kms", kms_key_id="alias/exports",
     ...                           expected_bucket_owner="111122223333", checksum_algorithm="CRC32C")
-    >>> settings.data_file_args("parquet")["ContentType"]
+    >>> settings.data_file_args("application/vnd.apache.parquet")["ContentType"]
     'application/vnd.apache.parquet'
 
     Attributes:
@@ -54,8 +52,8 @@ class ObjectSettings:
       expected_bucket_owner: the 12-digit account id that must own the bucket; S3 refuses
         every request (``403 AccessDenied``) to a bucket of another account.
       storage_class: of the data files, e.g. ``"STANDARD_IA"``; None: ``STANDARD``.
-      content_type: of the data files; None: from the file's extension
-        (``application/vnd.apache.parquet``, ``text/csv``, ...).
+      content_type: of the data files; None: the format's (``Format.content_type``:
+        ``application/vnd.apache.parquet``, ``text/csv``, ...).
       checksum_algorithm: ``"CRC32C"`` or ``"SHA256"`` (or ``"CRC32"``, ``"SHA1"``): every part
         and every object carries that checksum, computed by botocore and verified by S3.
     """
@@ -97,16 +95,17 @@ class ObjectSettings:
             args["ChecksumAlgorithm"] = self.checksum_algorithm
         return args
 
-    def data_file_args(self, extension: str) -> Dict[str, Any]:
-        """Parameters of the ``CreateMultipartUpload`` (or ``PutObject``) of a data file.
+    def data_file_args(self, content_type: Optional[str] = None) -> Dict[str, Any]:
+        """Parameters of the ``CreateMultipartUpload`` (or ``PutObject``) of a data file;
+        ``content_type`` is the format's, which :attr:`content_type` overrides.
 
-        >>> ObjectSettings(storage_class="STANDARD_IA").data_file_args("csv")
+        >>> ObjectSettings(storage_class="STANDARD_IA").data_file_args("text/csv")
         {'StorageClass': 'STANDARD_IA', 'ContentType': 'text/csv'}
         """
         args = self._encryption_args()
         if self.storage_class:
             args["StorageClass"] = self.storage_class
-        content_type = self.content_type or _CONTENT_TYPES.get(extension.rsplit(".", 1)[-1])
+        content_type = self.content_type or content_type
         if content_type:
             args["ContentType"] = content_type
         return args

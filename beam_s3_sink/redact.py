@@ -59,7 +59,7 @@ class CredentialRedactor(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a broken record is logging's problem, not ours
+        except (TypeError, ValueError, KeyError):  # msg and args do not match: logging's problem, not ours
             return True
         cleaned = redact(message)
         if cleaned != message:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import io
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -32,8 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .errors import S3RequestError
 from .messages import PendingFile
 
-__all__ = ["MultipartStream", "RetryCounter", "describe_error", "list_keys",
-           "list_uploads", "error_code", "IAM_ACTIONS"]
+__all__ = ["MultipartStream", "RetryCounter", "call", "read_object", "list_keys", "list_uploads", "IAM_ACTIONS"]
 
 _log = logging.getLogger(__name__)
 
@@ -79,9 +78,19 @@ class RetryCounter:
 
 def error_code(exc: BaseException) -> Optional[str]:
     """S3's error code (``NoSuchBucket``, ``AccessDenied``...) of a failed request, if any."""
+    if isinstance(exc, S3RequestError):
+        return exc.code
     if isinstance(exc, ClientError):
         return exc.response.get("Error", {}).get("Code")
     return None
+
+
+def http_status(exc: BaseException) -> int:
+    """The HTTP status of S3's answer to a failed request (0 if it did not answer)."""
+    if isinstance(exc, S3RequestError):
+        return exc.status
+    response = getattr(exc, "response", None) or {}
+    return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
 
 
 IAM_ACTIONS = {
@@ -133,14 +142,36 @@ def describe_error(exc: BaseException, operation: str, bucket: str, key: Optiona
 
 
 def call(client: Any, operation: str, bucket: str, key: Optional[str] = None, **kwargs: Any) -> Dict[str, Any]:
-    """Call one S3 operation (botocore retries transient errors); raise S3RequestError on failure."""
+    """Call one S3 operation (botocore retries transient errors); raise S3RequestError on failure.
+
+    Every S3 request of the package goes through here, so every failure reads alike and
+    carries S3's error code and HTTP status (:class:`~beam_s3_sink.errors.S3RequestError`).
+
+    >>> _ = client.put_object(Bucket="bucket", Key="exports/_nightly-INCOMPLETE", Body=b"")
+    >>> call(client, "HeadObject", "bucket", "exports/_nightly-INCOMPLETE")["ContentLength"]
+    0
+    >>> call(client, "HeadObject", "bucket", "exports/_nightly-manifest.json")
+    Traceback (most recent call last):
+    ...
+    beam_s3_sink.errors.S3RequestError: S3 refused HeadObject on s3://bucket/exports/_nightly-manifest.json: 404...
+    """
     method = getattr(client, _snake(operation))
     try:
         return method(Bucket=bucket, **({"Key": key} if key is not None else {}), **kwargs)
     except (ClientError, BotoCoreError) as exc:
         # A listing names the prefix it lists, so that the message points at the path.
         where = key if key is not None else kwargs.get("Prefix")
-        raise S3RequestError(describe_error(exc, operation, bucket, where)) from exc
+        raise S3RequestError(describe_error(exc, operation, bucket, where), error_code(exc),
+                             http_status(exc)) from exc
+
+
+def read_object(client: Any, bucket: str, key: str) -> bytes:
+    """The whole body of one object (``GetObject``); a failed read is an S3RequestError too."""
+    body = call(client, "GetObject", bucket, key)["Body"]
+    try:
+        return body.read()
+    except BotoCoreError as exc:  # a dropped connection mid-body
+        raise S3RequestError(describe_error(exc, "GetObject", bucket, key)) from exc
 
 
 def _snake(name: str) -> str:
@@ -288,7 +319,7 @@ class MultipartStream(io.RawIOBase):
         for f in self._futures:
             try:
                 f.result()
-            except BaseException:  # noqa: BLE001 - we are aborting anyway
+            except (S3RequestError, CancelledError):  # we are aborting anyway
                 pass
         if self._upload_id is not None:
             try:

@@ -134,5 +134,5 @@ class _ShardUploadFn(_UploadBase):
             writer.add(row)
         report = writer.finish()
         self._log_error(writer)
-        self._retries_counter.inc(self._retries.drain())
+        self._count_retries()
         yield report

@@ -213,5 +213,5 @@ class _WriteSpilledFn(_UploadBase):
                 break
         report = writer.finish()
         self._log_error(writer)
-        self._retries_counter.inc(self._retries.drain())
+        self._count_retries()
         yield report

@@ -33,16 +33,18 @@ network: clients are made on the workers.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
+from urllib.parse import urlsplit, urlunsplit
 
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.pvalue import AsList, AsSingleton, PCollection
+from apache_beam.transforms.display import DisplayDataItem
 
 from .arrow_upload import _ArrowAssignShardFn, _ArrowUploadFn, takes_batches
 from .completion import MergeReports, _CompleteFn
 from .config import S3Config, resolve_config
-from .formats import Format, JsonlFormat, resolve_format
+from .formats import Format, resolve_format
 from .if_exists import check_if_exists
 from .initialization import _InitializeFn
 from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
@@ -164,6 +166,7 @@ class CopyToS3(beam.PTransform):
         columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
         self._layout = Layout(columns, bool(keep_partition_columns), max_open_files)
         self._validate_only = bool(validate_only)
+        self._resolved: Optional[Any] = None  # (schema, S3Config) once expanded, for display_data
 
     @property
     def sink_id(self) -> str:
@@ -174,16 +177,12 @@ class CopyToS3(beam.PTransform):
         schema = resolve_schema(self._schema, rows.element_type)
         self._format.check_schema(schema)
         self._layout.check(schema)
-        if self._num_batches is not None:
-            try:
-                JsonlFormat().check_schema(schema)  # rows are hashed as their JSON Lines text
-            except ValueError as exc:
-                raise ValueError(f"CopyToS3: num_batches cannot hash this schema's rows: {exc}") from None
         config = resolve_config(self._s3, rows.pipeline.options)
         if self._max_file_size > config.part_size * MAX_PARTS:
             raise ValueError(
                 f"CopyToS3: max_file_size {self._max_file_size} needs more than {MAX_PARTS} parts of "
                 f"{config.part_size} bytes; raise S3Config.part_size")
+        self._resolved = (schema, config)
         keys = CopyKeys(self._location, self._sink_id)
         if self._validate_only:  # dry run: no S3 request at all (see .validate)
             return (rows
@@ -198,6 +197,58 @@ class CopyToS3(beam.PTransform):
 
     def default_label(self) -> str:
         return f"CopyToS3({self._location.uri})"
+
+    def display_data(self) -> Dict[str, Any]:
+        """The copy's options, as a runner's UI shows them (Dataflow's step panel, Flink's
+        plan): where, the format and its options, the sizes and layout, the S3 endpoint and
+        region. Never a credential: of the S3 settings only the endpoint (without any user
+        info in its URL) and the region are shown.
+
+        >>> copy = CopyToS3("s3://bucket/exports", format="csv", sink_id="nightly", num_batches=4)
+        >>> from apache_beam.transforms.display import DisplayData
+        >>> items = {i.key: i.value for i in DisplayData.create_from(copy).items}
+        >>> items["uri"], items["format"], items["sink_id"], items["num_batches"]
+        ('s3://bucket/exports', 'csv', 'nightly', 4)
+        """
+        schema, config = self._resolved if self._resolved is not None else (self._schema, self._s3)
+        options = self._format.describe()["options"]
+        return {
+            "uri": DisplayDataItem(self._location.uri, label="Destination"),
+            "format": DisplayDataItem(self._format.name, label="Format"),
+            "format_options": DisplayDataItem(
+                ", ".join(f"{k}={v!r}" for k, v in options.items()) or None, label="Format options").drop_if_none(),
+            "schema": DisplayDataItem(None if schema is None else _schema_text(schema), label="Schema").drop_if_none(),
+            "max_file_size": DisplayDataItem(self._max_file_size, label="Maximum file size (bytes)"),
+            "sink_id": DisplayDataItem(self._sink_id, label="Sink id"),
+            "if_exists": DisplayDataItem(self._if_exists, label="If objects exist"),
+            "fail_on_error": DisplayDataItem(self._fail_on_error, label="Fail the pipeline on error"),
+            "num_batches": DisplayDataItem(self._num_batches, label="Shards (num_batches)").drop_if_none(),
+            "partition_by": DisplayDataItem(", ".join(self._layout.partition_by) or None,
+                                            label="Partition columns").drop_if_none(),
+            "validate_only": DisplayDataItem(self._validate_only, label="Dry run").drop_if_default(False),
+            "s3_endpoint": DisplayDataItem(None if config is None else _without_user_info(config.endpoint_url),
+                                           label="S3 endpoint").drop_if_none(),
+            "s3_region": DisplayDataItem(None if config is None else config.region_name,
+                                         label="S3 region").drop_if_none(),
+        }
+
+
+def _schema_text(schema: pa.Schema) -> str:
+    """``id: int64, name: string`` (one line; pyarrow's own text spans lines and metadata)."""
+    return ", ".join(f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in schema)
+
+
+def _without_user_info(url: Optional[str]) -> Optional[str]:
+    """An endpoint URL without ``user:password@`` (a secret some write there).
+
+    >>> _without_user_info("http://key:secret@minio:9000/"), _without_user_info(None)
+    ('http://minio:9000/', None)
+    """
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=host))
 
 
 class _Initialize(beam.PTransform):

@@ -29,13 +29,11 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, List, Optional
 
-import apache_beam as beam
 import pyarrow as pa
-from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from .clients import shared_client
+from .clients import _S3DoFn
 from .config import S3Config
 from .formats.base import Format
 from .keys import CopyKeys, new_token
@@ -46,31 +44,29 @@ from .writer import FileWriter
 __all__: List[str] = []  # its DoFns are private: CopyToS3 wires them
 
 _log = logging.getLogger(__name__)
-NAMESPACE = "beam_s3_sink"
 
 
-class _UploadBase(beam.DoFn):
-    """What every upload DoFn shares: the client, the part pool, the metrics, and making a
-    :class:`FileWriter` whose files are named by ``name(directory, number)``."""
+class _UploadBase(_S3DoFn):
+    """What every upload DoFn adds to :class:`~beam_s3_sink.clients._S3DoFn`: the part pool,
+    the size metrics, and making a :class:`FileWriter` whose files are named by
+    ``name(directory, number)``."""
 
     def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema,
                  max_file_size: int, layout: Layout = Layout()) -> None:
+        super().__init__(config)
         self._keys = keys
-        self._config = config
         self._format = fmt
         self._schema = schema
         self._max_file_size = max_file_size
         self._layout = layout
-        self._rows_counter = Metrics.counter(NAMESPACE, "rows")
-        self._bytes_counter = Metrics.counter(NAMESPACE, "bytes")
-        self._files_counter = Metrics.counter(NAMESPACE, "files")
-        self._parts_counter = Metrics.counter(NAMESPACE, "parts")
-        self._retries_counter = Metrics.counter(NAMESPACE, "retries")
-        self._client: Any = None
+        self._rows_counter = self._counter("rows")
+        self._bytes_counter = self._counter("bytes")
+        self._files_counter = self._counter("files")
+        self._parts_counter = self._counter("parts")
         self._pool: Optional[ThreadPoolExecutor] = None
 
     def setup(self) -> None:
-        self._client, self._retries = shared_client(self._config)
+        super().setup()
         self._pool = ThreadPoolExecutor(self._config.max_concurrency, thread_name_prefix="s3-part")
 
     def teardown(self) -> None:
@@ -115,5 +111,5 @@ class _UploadFn(_UploadBase):
             return
         report = self._file_writer.finish()
         self._log_error(self._file_writer)
-        self._retries_counter.inc(self._retries.drain())
+        self._count_retries()
         yield WindowedValue(report, GlobalWindow().max_timestamp(), [GlobalWindow()])

@@ -29,6 +29,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from .arrow_input import conform_batches, is_arrow
+from .errors import CopyToS3Error
 from .formats.base import Format
 from .keys import CopyKeys
 from .layout import Layout
@@ -130,7 +131,7 @@ class _ValidateFn(beam.DoFn):
             encoder = self._format.open(self._file_schema, _Discard(), 2**62)
             encoder.write(batch)
             encoder.close()
-        except Exception as exc:  # noqa: BLE001 - the reason is the report
+        except (CopyToS3Error, pa.ArrowException) as exc:  # the reason is the report (see writer.HANDLED)
             return f"{type(exc).__name__}: {exc}" if not str(exc).startswith(type(exc).__name__) else str(exc)
         return None
 
@@ -144,7 +145,7 @@ class _ValidateFn(beam.DoFn):
                     encoder = self._format.open(self._file_schema, _Discard(), 2**62)
                     encoder.write(batch)
                     encoder.close()
-            except Exception:  # noqa: BLE001 - find the bad rows below
+            except (CopyToS3Error, pa.ArrowException):  # find the bad rows below
                 pass
             else:
                 self._seen += data.num_rows

@@ -1,4 +1,4 @@
-"""Writing rows into data files: the part of the upload step shared by bundles and batches.
+"""Writing rows into data files: the part of the upload step shared by bundles, spill keys and shards.
 
 A :class:`FileWriter` takes rows and writes them into pending (not completed) multipart
 uploads, one sequence of files per partition directory (a single sequence without
@@ -25,13 +25,18 @@ is conformed to the schema once, split by partition with Arrow compute (a dictio
 per partition column, one stable argsort, a ``take`` per partition) and handed to the
 encoders as it is::
 
-    batch ─▶ conform ─▶ [partition_by: codes ─▶ argsort ─▶ take per partition] ─▶ encoder ``finish`` closes everything and returns the :class:`UploadReport`; the
-first error stops the writer, aborts what it had open and becomes the report's error.
+    batch ─▶ conform ─▶ [partition_by: codes ─▶ argsort ─▶ take per partition] ─▶ encoder
+
+``finish`` closes everything and returns the :class:`~beam_s3_sink.messages.UploadReport`; the
+first error stops the writer, aborts what it had open and becomes the report's error. The
+errors that stop it are the package's (:data:`HANDLED`: a row or a batch that does not fit,
+a value the format cannot encode, a refused request); anything else is a bug and fails the
+bundle, which the runner retries.
 
 Used by :class:`~beam_s3_sink.upload._UploadFn` (one writer per bundle, files named by a
 fresh token), :class:`~beam_s3_sink.spill._WriteSpilledFn` (one writer per spill key, fed
 Arrow batches with ``add_batch``, files named by a fresh token per attempt) and
-:class:`~beam_s3_sink.sharding._ShardUploadFn` (one writer per batch, files named by the batch
+:class:`~beam_s3_sink.sharding._ShardUploadFn` (one writer per shard, files named by the shard
 number, so that a rerun writes the same keys).
 """
 
@@ -47,8 +52,8 @@ import pyarrow as pa
 
 from .arrow_input import ARROW_TYPES, conform_batches
 from .config import S3Config
-from .errors import EncodeError, RowError, S3RequestError
-from .formats.base import FileEncoder, Format
+from .errors import CopyToS3Error, EncodeError, RowError
+from .formats.base import ENCODE_ERRORS, FileEncoder, Format
 from .layout import Layout
 from .messages import PendingFile, UploadReport
 from .s3 import MultipartStream
@@ -63,7 +68,11 @@ MAX_BATCH_ROWS = 16384
 NameFn = Callable[[str, int], str]  # (partition directory, file number) -> key
 
 
-HANDLED = (RowError, S3RequestError, EncodeError, ValueError, TypeError, pa.ArrowException)
+# What stops a writer and becomes its report's error: a row or a batch that does not fit the
+# schema (RowError, BatchError), a value the format cannot encode (EncodeError, pyarrow's
+# errors: ENCODE_ERRORS), a refused request (S3RequestError). All but pyarrow's derive from
+# CopyToS3Error; anything else is a bug and fails the bundle.
+HANDLED = (CopyToS3Error, pa.ArrowException)
 
 
 def _encodes(fmt: Format, batch: pa.RecordBatch) -> bool:
@@ -71,7 +80,7 @@ def _encodes(fmt: Format, batch: pa.RecordBatch) -> bool:
         encoder = fmt.open(batch.schema, io.BytesIO(), 2**62)
         encoder.write(batch)
         encoder.close()
-    except Exception:  # noqa: BLE001 - we only ask whether it works
+    except ENCODE_ERRORS:  # we only ask whether it works
         return False
     return True
 
@@ -79,7 +88,7 @@ def _encodes(fmt: Format, batch: pa.RecordBatch) -> bool:
 def _show_value(array: pa.Array, row: int, limit: int = 80) -> str:
     try:
         text = repr(array[row].as_py())
-    except Exception:  # noqa: BLE001 - e.g. a timestamp Python's datetime cannot hold
+    except (ValueError, OverflowError):  # e.g. a timestamp Python's datetime cannot hold
         text = array.slice(row, 1).to_string().strip("[] \n")  # "<value out of range: ...>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -221,7 +230,10 @@ class FileWriter:
             runs = [(int(order[a]), taken.slice(a, b - a)) for a, b in zip(bounds, bounds[1:])]
         out = []
         for first, part in runs:
-            values = {name: batch.column(name)[first].as_py() for name in self._layout.partition_by}
+            try:
+                values = {name: batch.column(name)[first].as_py() for name in self._layout.partition_by}
+            except (ValueError, OverflowError) as exc:  # e.g. a date Python's datetime cannot hold
+                raise RowError(f"a partition value has no directory name: {exc}") from None
             directory = self._layout.directory(values, self._schema)
             out.append((directory, pa.RecordBatch.from_arrays(
                 [part.column(n) for n in names], schema=self._file_schema)))
@@ -230,9 +242,7 @@ class FileWriter:
     def _write_explained(self, sequence: "_Sequence", batch: pa.RecordBatch) -> None:
         try:
             self._write(sequence, batch)
-        except S3RequestError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any encoder failure: explained, not lost
+        except ENCODE_ERRORS as exc:  # explained: the column and the value
             raise EncodeError(self._explain_encode_error(batch, exc)) from exc
 
     def _sequence(self, directory: str) -> _Sequence:
@@ -252,9 +262,6 @@ class FileWriter:
                     self._close_file(sequence)
             except HANDLED as exc:
                 self._fail(exc)
-            except Exception as exc:  # noqa: BLE001 - an encoder failing to end its file
-                self._fail(EncodeError(f"the {self._format.name} format could not finish a file: "
-                                       f"{type(exc).__name__}: {exc}"))
         if self.error is not None:
             return UploadReport(error=self.error)
         return UploadReport(files=tuple(self._done), rows=sum(f.rows for f in self._done),
@@ -298,7 +305,7 @@ class FileWriter:
         sequence.stream = MultipartStream(
             self._client, self._bucket, key, part_size=self._config.part_size,
             pool=self._pool, max_in_flight=self._config.max_concurrency,
-            create_args=self._config.objects.data_file_args(self._format.extension),
+            create_args=self._config.objects.data_file_args(self._format.content_type),
             part_args=self._config.objects.part_args())
         sequence.encoder = self._format.open(self._file_schema, sequence.stream, self._max_file_size)
 
@@ -306,7 +313,11 @@ class FileWriter:
         if sequence.encoder is None or sequence.stream is None:
             return
         encoder, stream = sequence.encoder, sequence.stream
-        encoder.close()
+        try:
+            encoder.close()
+        except ENCODE_ERRORS as exc:
+            raise EncodeError(f"the {self._format.name} format could not finish a file: "
+                              f"{type(exc).__name__}: {exc}") from exc
         pending = dataclasses.replace(stream.finish(rows=encoder.rows), stats=encoder.stats())  # .stats
         sequence.encoder = sequence.stream = None
         self._opened.pop(sequence.directory, None)

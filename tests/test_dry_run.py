@@ -48,7 +48,7 @@ def test_cli_dry_run_from_the_shell(s3_endpoint, s3_client, bucket, tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 1, done.stderr
     assert "3 rows checked, 1 would fail" in done.stdout
-    assert "row 1: ValueError: column 'name'" in done.stdout and "NUL" in done.stdout
+    assert "row 1: EncodeError: column 'name'" in done.stdout and "NUL" in done.stdout
     source.write_text('{"id": 1, "name": "a"}\n{"id": 3, "name": "ok"}\n')
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -243,6 +243,39 @@ def test_num_batches_hash_alike_values_alike_and_use_every_batch():
     assert set(numbers) == set(range(7))
 
 
+def test_num_batches_hash_depends_on_no_format(s3_config, s3_client, bucket):
+    """The shard hash is the Arrow type's (arrow_hash): nested, map and dictionary columns (JSON
+    Lines cannot write a dictionary column) shard alike as rows and as record batches."""
+    import numpy as np
+
+    from beam_s3_sink.arrow_hash import row_hashes
+    from beam_s3_sink.sharding import shard_numbers
+
+    schema = pa.schema([("id", pa.int64()), ("kind", pa.dictionary(pa.int32(), pa.string())),
+                        ("tags", pa.list_(pa.struct([("k", pa.string()), ("v", pa.float64())]))),
+                        ("attrs", pa.map_(pa.string(), pa.int64())),
+                        ("pair", pa.list_(pa.int32(), 2))])
+
+    def row(i):
+        return {"id": i % 40, "kind": "ab"[i % 2], "tags": [{"k": str(i % 7), "v": float(i % 3)}] * (i % 3),
+                "attrs": [("a", i % 5)] if i % 4 else None, "pair": [i % 2, 1]}
+
+    rows = [row(i) for i in range(400)]
+    numbers = shard_numbers(rows, schema, 5)
+    assert set(numbers) == set(range(5))
+    batch = pa.RecordBatch.from_pylist(rows, schema=schema)
+    assert (row_hashes(batch) % np.uint64(5)).tolist() == numbers
+    assert (row_hashes(batch.slice(100)) % np.uint64(5)).tolist() == numbers[100:]
+    shard_of = {}
+    for r, n in zip(rows, numbers):
+        assert shard_of.setdefault(repr(r), n) == n  # equal rows, one shard
+
+    result = run_copy(generate=(row, 400), uri=f"s3://{bucket}/nested", schema=schema, s3=s3_config,
+                      num_batches=5, sink_id="nested")
+    assert result.ok, result.error
+    assert relative_keys(result, "nested") == [f"nested-batch-{b:04d}-0001.parquet" for b in range(5)]
+
+
 def test_num_batches_a_retried_batch_commits_only_the_reported_uploads(s3_config, s3_client, bucket):
     from beam_s3_sink.completion import _CompleteFn
     from beam_s3_sink.formats import resolve_format

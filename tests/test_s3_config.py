@@ -23,7 +23,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.display import DisplayData
 
-from beam_s3_sink import CopyToS3, ObjectSettings, S3Config
+from beam_s3_sink import CopyToS3, CsvFormat, JsonlFormat, ObjectSettings, S3Config
 from beam_s3_sink.config import resolve_config
 from beam_s3_sink.keys import CopyKeys, S3Location
 from conftest import ACCESS_KEY, REGION, SECRET_KEY, free_port, start_moto
@@ -241,6 +241,26 @@ def test_each_action_of_the_policy_is_needed(action, iam_server):
 
 # criterion 3: encryption, storage class, checksums, expected owner: what the server holds ----
 
+@pytest.mark.parametrize("fmt, content_type", [
+    ("parquet", "application/vnd.apache.parquet"), ("csv", "text/csv"), ("text", "text/plain"),
+    ("jsonl", "application/jsonl"), (JsonlFormat(compression="gzip"), "application/gzip"),
+    (CsvFormat(compression="zstd"), "application/zstd")])
+def test_each_format_gives_its_files_its_content_type(fmt, content_type, s3_config, s3_client, bucket):
+    # the format owns its content type (Format.content_type); an empty copy's one file has it too
+    for n, prefix in ((3, "rows"), (0, "empty")):
+        result = run_copy([{"id": i, "name": "x"} for i in range(n)], uri=f"s3://{bucket}/{prefix}",
+                          format=fmt, schema=SCHEMA, s3=s3_config)
+        assert result.ok, result.error
+        for key in data_keys(s3_client, bucket, prefix):
+            assert s3_client.head_object(Bucket=bucket, Key=key)["ContentType"] == content_type, key
+    override = s3_config.replace(objects=ObjectSettings(content_type="application/octet-stream"))
+    assert run_copy([{"id": 1, "name": "x"}], uri=f"s3://{bucket}/override", format=fmt, schema=SCHEMA,
+                    s3=override).ok
+    (key,) = data_keys(s3_client, bucket, "override")
+    assert s3_client.head_object(Bucket=bucket, Key=key)["ContentType"] == "application/octet-stream"
+
+
+
 @pytest.mark.parametrize("sse, kms_key", [("AES256", None), ("aws:kms", "alias/exports")])
 def test_object_settings_reach_the_server(sse, kms_key, s3_endpoint, s3_config, s3_client, bucket):
     part_size = 5 * 2**20
@@ -444,3 +464,43 @@ def test_no_secret_in_logs_results_or_pipeline_graph(iam_server, caplog):
                     shown.append(repr(node.transform.fn))
     for secret in ("graph-secret-1", "graph-token-1"):
         assert all(secret not in s for s in shown)
+
+
+# display data: the options a runner's UI shows, never a secret ------------------------------
+
+def test_display_data_shows_the_options_and_no_secret():
+    secret, token = "display-secret-1", "display-token-1"
+    config = S3Config(endpoint_url=f"http://user:{secret}@127.0.0.1:9/", region_name="eu-west-3",
+                      access_key_id="AKIADISPLAYKEY", secret_access_key=secret, session_token=token,
+                      role_arn="arn:aws:iam::123456789012:role/exports", external_id="display-external-1")
+    copy = CopyToS3("s3://bucket/exports/orders", format=CsvFormat(header=True, compression="gzip"), schema=SCHEMA,
+                    max_file_size="64MiB", sink_id="nightly", s3=config, if_exists="replace", num_batches=4,
+                    partition_by=["name"])
+    items = {i.key: i.value for i in DisplayData.create_from(copy).items}
+    assert items == {
+        "uri": "s3://bucket/exports/orders", "format": "csv",
+        "format_options": "header=True, delimiter=',', null='', quote='\"', escape='\"', force_quote=(), "
+                          "compression='gzip'",
+        "schema": "id: int64, name: string", "max_file_size": 64 * 2**20, "sink_id": "nightly",
+        "if_exists": "replace", "fail_on_error": True, "num_batches": 4, "partition_by": "name",
+        "s3_endpoint": "http://127.0.0.1:9/", "s3_region": "eu-west-3"}
+    labels = {i.key: i.label for i in DisplayData.create_from(copy).items}
+    assert labels["uri"] == "Destination" and labels["num_batches"] == "Shards (num_batches)"
+
+    # Once the pipeline is built: the schema and the S3 settings it resolved (here from the
+    # pipeline's S3Options), in the runner API proto that a runner receives too.
+    options = PipelineOptions(["--s3_endpoint_url=http://127.0.0.1:9", "--s3_region_name=us-west-2",
+                               "--s3_access_key_id=AKIAOPTIONSKEY", "--s3_secret_access_key=options-secret-1"])
+    p = beam.Pipeline(options=options)
+    built = CopyToS3("s3://bucket/p", format="parquet", sink_id="built", validate_only=True)
+    _ = p | beam.Create([make_row(1)]).with_output_types(
+        beam.row_type.RowTypeConstraint.from_fields([("id", int), ("name", str)])) | built
+    shown = {i.key: i.value for i in DisplayData.create_from(built).items}
+    assert shown["s3_endpoint"] == "http://127.0.0.1:9" and shown["s3_region"] == "us-west-2"
+    assert shown["schema"] == "id: int64 not null, name: string not null" and shown["validate_only"] is True
+    assert "num_batches" not in shown and "partition_by" not in shown
+    proto = str(p.to_runner_api())
+    assert "s3://bucket/p" in proto and "Destination" in proto
+    everything = [str(DisplayData.create_from(copy).items), str(DisplayData.create_from(built).items), proto]
+    for value in (secret, token, "display-external-1", "AKIADISPLAYKEY", "options-secret-1", "AKIAOPTIONSKEY"):
+        assert all(value not in text for text in everything), value

@@ -1,4 +1,4 @@
-"""The interface every output format implements.
+"""The interface every output format implements; a format owns every fact about itself.
 
 A format is a frozen, picklable value (its options). On a worker it opens a
 :class:`FileEncoder` per data file; the upload step feeds the encoder Arrow record batches
@@ -8,8 +8,32 @@ and watches ``full`` to start the next file::
                                  │ returns the rows that did not fit, if any
                                  └─ encoder.full ──▶ close() ──▶ next file
 
-Adding a format is one module: subclass :class:`Format` and :class:`FileEncoder`, then
-register the class in ``beam_s3_sink.formats``.
+Nothing outside ``beam_s3_sink.formats`` looks at which format a copy uses: the keys take the
+format's :attr:`~Format.extension`, the objects its :attr:`~Format.content_type`, the manifest
+its :meth:`~Format.describe` and :meth:`~Format.file_schema`, and the ``num_batches`` shard
+hash (:mod:`beam_s3_sink.arrow_hash`) depends on Arrow types alone. So adding a format is one
+module and one test file (and its name in ``formats/__init__.py``). The module defines:
+
+* a frozen dataclass subclassing :class:`Format`, with ``name`` (what ``format="..."``
+  takes) and its options, checked in ``__post_init__``, and
+
+  1. :attr:`~Format.extension` — the data files' extension (``csv.gz``);
+  2. :attr:`~Format.content_type` — their ``Content-Type`` (``text/csv``);
+  3. :meth:`~Format.check_schema` — reject, when the pipeline is built, a schema it cannot write;
+  4. :meth:`~Format.open` — start one data file, returning a :class:`FileEncoder`;
+
+  (:meth:`~Format.file_schema` and :meth:`~Format.describe` have defaults);
+* a :class:`FileEncoder` subclass with :meth:`~FileEncoder.write`, :attr:`~FileEncoder.full`
+  and :meth:`~FileEncoder.close` (and :meth:`~FileEncoder.stats`, which may stay empty).
+  Line formats reuse :class:`~beam_s3_sink.formats.line_encoder.LineEncoder` and only turn a
+  record batch into lines. A value it cannot encode raises
+  :class:`~beam_s3_sink.errors.EncodeError` naming the column (or ``pyarrow.ArrowException``).
+
+>>> import pyarrow as pa
+>>> from beam_s3_sink.formats import resolve_format
+>>> fmt = resolve_format("jsonl")
+>>> fmt.extension, fmt.content_type
+('jsonl', 'application/jsonl')
 """
 
 from __future__ import annotations
@@ -19,10 +43,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Protocol, Tuple
 
 import pyarrow as pa
 
+from ..errors import EncodeError
+
 if TYPE_CHECKING:
     from ..stats import ColumnStats
 
-__all__ = ["Format", "FileEncoder", "OutputStream"]
+__all__ = ["Format", "FileEncoder", "OutputStream", "ENCODE_ERRORS"]
+
+ENCODE_ERRORS = (EncodeError, pa.ArrowException)
+"""What an encoder raises for a value it cannot write: its own :class:`EncodeError` (naming
+the column), or pyarrow's error from a kernel or the Parquet writer. Anything else is a bug,
+and is left to fail the bundle."""
 
 
 class OutputStream(Protocol):
@@ -77,6 +108,12 @@ class Format(abc.ABC):
     @abc.abstractmethod
     def extension(self) -> str:
         """The data files' extension, without the dot: ``parquet``, ``csv.gz``..."""
+
+    @property
+    @abc.abstractmethod
+    def content_type(self) -> str:
+        """The data files' ``Content-Type``: ``application/vnd.apache.parquet``, ``text/csv``,
+        ``application/gzip`` for a gzipped CSV... (``ObjectSettings.content_type`` overrides it)."""
 
     def check_schema(self, schema: pa.Schema) -> None:  # noqa: B027 - a hook: by default every schema is accepted
         """Raise ``ValueError`` (at pipeline construction) for a schema this format cannot write."""

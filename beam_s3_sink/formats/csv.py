@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .base import FileEncoder, Format, OutputStream
-from .line_encoder import LineEncoder, check_compression, compressed_extension, join_lines
+from .line_encoder import LineEncoder, check_compression, compressed_content_type, compressed_extension, join_lines
 from .postgres_values import check_type, column_renderer
 
 __all__ = ["CsvFormat"]
@@ -35,6 +35,8 @@ class CsvFormat(Format):
 
     >>> CsvFormat(header=True, compression="gzip").extension
     'csv.gz'
+    >>> CsvFormat().content_type
+    'text/csv'
 
     Attributes:
       header: write the column names as the first line of every file.
@@ -78,6 +80,10 @@ class CsvFormat(Format):
     @property
     def extension(self) -> str:
         return compressed_extension("csv", self.compression)
+
+    @property
+    def content_type(self) -> str:
+        return compressed_content_type("text/csv", self.compression)
 
     def check_schema(self, schema: pa.Schema) -> None:
         for field in schema:

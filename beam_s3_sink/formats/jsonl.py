@@ -41,8 +41,9 @@ from typing import Any, ClassVar, List, Optional
 
 import pyarrow as pa
 
+from ..errors import EncodeError
 from .base import FileEncoder, Format, OutputStream
-from .line_encoder import LineEncoder, check_compression, compressed_extension
+from .line_encoder import LineEncoder, check_compression, compressed_content_type, compressed_extension
 
 __all__ = ["JsonlFormat", "render_lines"]
 
@@ -50,8 +51,8 @@ __all__ = ["JsonlFormat", "render_lines"]
 class JsonlFormat(Format):
     """JSON Lines files (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``).
 
-    >>> JsonlFormat(compression="gzip").extension
-    'jsonl.gz'
+    >>> JsonlFormat(compression="gzip").extension, JsonlFormat().content_type
+    ('jsonl.gz', 'application/jsonl')
 
     Attributes:
       compression: None (default), ``"gzip"`` or ``"zstd"``.
@@ -67,6 +68,10 @@ class JsonlFormat(Format):
     @property
     def extension(self) -> str:
         return compressed_extension("jsonl", self.compression)
+
+    @property
+    def content_type(self) -> str:
+        return compressed_content_type("application/jsonl", self.compression)  # jsonlines.org
 
     def check_schema(self, schema: pa.Schema) -> None:
         for field in schema:
@@ -137,7 +142,7 @@ def _value(value: Any, typ: pa.DataType) -> str:
             for i in range(typ.num_fields)) + "}"
     if isinstance(value, list):
         return "[" + ",".join(_value(v, typ.value_type) for v in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} {value!r} as JSON")
+    raise EncodeError(f"cannot write {type(value).__name__} {value!r} as JSON")
 
 
 def render_lines(batch: pa.RecordBatch) -> List[bytes]:
@@ -147,9 +152,16 @@ def render_lines(batch: pa.RecordBatch) -> List[bytes]:
     [b'{"id":1,"x":"NaN"}\\n']
     """
     keys = [json.dumps(name, ensure_ascii=False) + ":" for name in batch.schema.names]
-    columns = [[key + _value(v, column.type) for v in column.to_pylist()]
-               for key, column in zip(keys, batch.columns)]
+    columns = [[key + _value(v, column.type) for v in _python_values(column, name)]
+               for key, column, name in zip(keys, batch.columns, batch.schema.names)]
     return [("{" + ",".join(fields) + "}\n").encode("utf-8") for fields in zip(*columns)]
+
+
+def _python_values(column: pa.Array, name: str) -> List[Any]:
+    try:
+        return column.to_pylist()
+    except (ValueError, OverflowError) as exc:  # a timestamp past year 9999, for one
+        raise EncodeError(f"column {name!r}: a value has no Python form to write as JSON: {exc}") from None
 
 
 def _line_array(batch: pa.RecordBatch) -> pa.Array:

@@ -32,9 +32,11 @@ import pyarrow.compute as pc
 from ..stats import ColumnStats, StatsCounter
 from .base import FileEncoder, OutputStream
 
-__all__ = ["COMPRESSIONS", "check_compression", "compressed_extension", "join_lines", "LineEncoder"]
+__all__ = ["COMPRESSIONS", "check_compression", "compressed_extension", "compressed_content_type", "join_lines",
+           "LineEncoder"]
 
 COMPRESSIONS = {"gzip": "gz", "zstd": "zst"}
+_COMPRESSED_CONTENT_TYPES = {"gzip": "application/gzip", "zstd": "application/zstd"}
 _TRAILER_BYTES = 32
 """Room kept for what a compressor writes when it ends (gzip: a last block and 8 bytes)."""
 
@@ -52,6 +54,16 @@ def compressed_extension(base: str, compression: Optional[str]) -> str:
     'txt.zst'
     """
     return base if compression is None else f"{base}.{COMPRESSIONS[compression]}"
+
+
+def compressed_content_type(base: str, compression: Optional[str]) -> str:
+    """``text/csv`` → ``application/gzip`` / ``application/zstd``: a compressed file's
+    ``Content-Type`` is its compressor's, as for a ``.gz`` file anywhere.
+
+    >>> compressed_content_type("text/csv", None), compressed_content_type("text/csv", "zstd")
+    ('text/csv', 'application/zstd')
+    """
+    return base if compression is None else _COMPRESSED_CONTENT_TYPES[compression]
 
 
 def join_lines(fields: List[pa.Array], delimiter: str) -> pa.Array:

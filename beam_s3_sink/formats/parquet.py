@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..errors import EncodeError
 from ..stats import ColumnStats, parquet_footer_stats
 from .base import FileEncoder, Format, OutputStream
 
@@ -124,6 +125,10 @@ class ParquetFormat(Format):
     @property
     def extension(self) -> str:
         return "parquet"
+
+    @property
+    def content_type(self) -> str:
+        return "application/vnd.apache.parquet"  # IANA, 2024; compression is inside the file
 
     def row_group_bytes(self, max_file_size: int) -> int:
         """The encoded row-group size used for files of ``max_file_size`` bytes.
@@ -258,7 +263,7 @@ def to_file_table(table: pa.Table, file_schema: pa.Schema) -> pa.Table:
             columns.append(pa.chunked_array([_to_file_array(chunk, field.type) for chunk in column.chunks],
                                             type=field.type))
         except (pa.ArrowInvalid, ValueError, OverflowError) as exc:
-            raise ValueError(
+            raise EncodeError(
                 f"ParquetFormat: column {field.name!r} ({column.type}) is written as {field.type} "
                 f"with types='compatible', which cannot hold a value: {exc}. Cast the column to "
                 f"{field.type} first, or use ParquetFormat(types='exact') for readers that know "

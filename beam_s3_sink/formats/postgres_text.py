@@ -20,8 +20,9 @@ from typing import ClassVar, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import EncodeError
 from .base import FileEncoder, Format, OutputStream
-from .line_encoder import LineEncoder, check_compression, compressed_extension, join_lines
+from .line_encoder import LineEncoder, check_compression, compressed_content_type, compressed_extension, join_lines
 from .postgres_values import check_type, column_renderer
 
 __all__ = ["TextFormat"]
@@ -67,6 +68,10 @@ class TextFormat(Format):
     def extension(self) -> str:
         return compressed_extension("txt", self.compression)
 
+    @property
+    def content_type(self) -> str:
+        return compressed_content_type("text/plain", self.compression)
+
     def check_schema(self, schema: pa.Schema) -> None:
         for field in schema:
             check_type(field)
@@ -105,7 +110,7 @@ class _TextLines:
         for i, render in enumerate(self._renderers):
             escaped = fmt.escape_fields(render(batch.column(i)))
             if self._ambiguous_null and pc.any(pc.equal(escaped, fmt.null)).as_py():
-                raise ValueError(
+                raise EncodeError(
                     f"column {self._names[i]!r}: a value is the text {fmt.null!r}, the NULL string of "
                     f"this text format, which COPY ... FROM would load as NULL; use a NULL string that "
                     f"the data cannot hold, such as the default '\\N'")

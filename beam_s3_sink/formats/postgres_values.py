@@ -43,6 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from ..errors import EncodeError
+
 __all__ = ["column_renderer", "render_column", "check_type", "format_float"]
 
 Renderer = Callable[[pa.Array], pa.Array]
@@ -207,7 +209,7 @@ def _render_numeric(array: pa.Array) -> pa.Array:
 # text and bytes ------------------------------------------------------------------------
 def _check_no_nul(array: pa.Array, name: str) -> pa.Array:
     if pc.any(pc.match_substring(array, "\x00")).as_py():
-        raise ValueError(
+        raise EncodeError(
             f"column {name!r}: a value holds the character NUL (\\x00), which PostgreSQL text "
             "cannot store; remove it or make the column binary")
     return array
@@ -312,7 +314,7 @@ def _render_timestamps(array: pa.Array, utc: bool) -> pa.Array:
     valid = array.is_valid().to_numpy(zero_copy_only=False)
     for year, ok, value in zip(years, valid.tolist(), ints.tolist()):
         if ok and not _TIMESTAMP_YEARS[0] <= year <= _TIMESTAMP_YEARS[1]:
-            raise ValueError(
+            raise EncodeError(
                 f"timestamp {value} ({unit} since 1970) is in year {year}, outside PostgreSQL's "
                 "timestamp range (4713 BC to 294276 AD)")
     texts = [f"{_date_text(y, m, d)} {_clock_text(s, f, width)}{zone}" + (" BC" if y <= 0 else "")
@@ -362,11 +364,11 @@ def _check_rectangular(array: pa.Array, name: str) -> None:
         shapes = set()
         for item in value:
             if item is None and depth > 1:
-                raise ValueError(f"column {name!r}: a nested list holds a NULL list, which a "
+                raise EncodeError(f"column {name!r}: a nested list holds a NULL list, which a "
                                  "PostgreSQL multi-dimensional array cannot hold")
             shapes.add(shape(item, depth - 1))
         if len(shapes) > 1:
-            raise ValueError(f"column {name!r}: nested lists of different lengths (such as "
+            raise EncodeError(f"column {name!r}: nested lists of different lengths (such as "
                              f"{_short(value)}) are not a PostgreSQL multi-dimensional array; "
                              "PostgreSQL arrays are rectangular")
         return (len(value),) + (shapes.pop() if shapes else ())

@@ -47,3 +47,12 @@ def test_every_format_keeps_the_contract(cls):
     description = fmt.describe()
     assert description["name"] == fmt.name and description["extension"] == fmt.extension
     assert isinstance(description["options"], dict)
+
+
+@pytest.mark.parametrize("fmt, content_type", [
+    (ParquetFormat(), "application/vnd.apache.parquet"), (CsvFormat(), "text/csv"), (TextFormat(), "text/plain"),
+    (JsonlFormat(), "application/jsonl"), (CsvFormat(compression="gzip"), "application/gzip"),
+    (JsonlFormat(compression="zstd"), "application/zstd"),
+])
+def test_every_format_owns_its_content_type(fmt, content_type):
+    assert fmt.content_type == content_type

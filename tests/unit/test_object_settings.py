@@ -11,12 +11,13 @@ from beam_s3_sink.object_settings import ObjectSettings
 from .fakes import FakeS3
 
 
-def test_default_is_no_parameters_but_the_content_type():
+def test_default_is_no_parameters_but_the_format_s_content_type():
     settings = ObjectSettings()
     assert settings.control_args() == {} and settings.part_args() == {} and settings.checksum_field is None
-    assert {ext: settings.data_file_args(ext)["ContentType"] for ext in ("parquet", "csv", "txt", "csv.gz", "txt.zst")} == {
-        "parquet": "application/vnd.apache.parquet", "csv": "text/csv", "txt": "text/plain",
-        "csv.gz": "application/gzip", "txt.zst": "application/zstd"}
+    assert settings.data_file_args("text/csv") == {"ContentType": "text/csv"}
+    assert settings.data_file_args() == {}
+    assert ObjectSettings(content_type="application/x-mine").data_file_args("text/csv") == {
+        "ContentType": "application/x-mine"}
 
 
 def test_encryption_and_checksums_reach_every_object_but_class_and_type_only_data_files():
@@ -26,7 +27,7 @@ def test_encryption_and_checksums_reach_every_object_but_class_and_type_only_dat
     encryption = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/k", "BucketKeyEnabled": True,
                   "ChecksumAlgorithm": "CRC32C"}
     assert settings.control_args() == encryption
-    assert settings.data_file_args("csv") == {**encryption, "StorageClass": "STANDARD_IA",
+    assert settings.data_file_args("text/csv") == {**encryption, "StorageClass": "STANDARD_IA",
                                               "ContentType": "application/x-mine"}
     assert settings.part_args() == {"ChecksumAlgorithm": "CRC32C"} and settings.checksum_field == "ChecksumCRC32C"
 

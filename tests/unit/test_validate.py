@@ -46,7 +46,7 @@ def test_partition_values_are_checked():
     report = check([{"id": 1, "day": None}, {"id": 2, "day": 5}], fmt=ParquetFormat(),
                    layout=Layout(partition_by=("day",)))
     assert (report.rows, report.invalid_rows) == (2, 1)  # NULL is the default partition; 5 is no string
-    assert "row 1: ValueError: partition column 'day' expects string, but a row holds 5" in report.invalid[0]
+    assert "row 1: RowError: partition column 'day' expects string, but a row holds 5" in report.invalid[0]
 
 
 def test_arrow_batches_are_checked_whole_then_row_by_row():
