@@ -11,7 +11,7 @@
     docs/layout.md the lifecycle rule      ─▶ PutBucketLifecycleConfiguration, read back
     docs/formats.md the Arrow input example ─▶ runs on the FnApiRunner
 
-Names the pages use for buckets (``my-bucket``, ``raw``, ``scratch``, ``b``) become paths in
+Names the pages use for buckets (``my-bucket``, ``raw``, ``scratch``) become paths in
 the test's fresh bucket; nothing else in the text is changed.
 """
 
@@ -56,7 +56,7 @@ def blocks(text: str, language: str) -> List[str]:
 
 def in_bucket(text: str, bucket: str) -> str:
     """The page's bucket names as paths in the test's bucket."""
-    for name in ("my-bucket", "raw", "scratch", "b"):
+    for name in ("my-bucket", "raw", "scratch"):
         text = text.replace(f"s3://{name}/", f"s3://{bucket}/{name}/")
     return text
 
@@ -185,7 +185,7 @@ def test_the_arrow_input_example_runs(s3_endpoint, s3_client, bucket, tmp_path, 
     options = PipelineOptions(["--runner=FnApiRunner", f"--s3_endpoint_url={s3_endpoint}"])
     with beam.Pipeline(options=options) as p:
         exec(in_bucket(code, bucket), {"pyarrow": pa, "beam": beam, "CopyToS3": CopyToS3, "p": p})
-    keys = data_keys(s3_client, bucket, "b/orders")
+    keys = data_keys(s3_client, bucket, "my-bucket/orders")
     copied = pa.concat_tables([read_parquet(s3_client, bucket, k) for k in keys]).sort_by("id")
     assert copied.equals(table)
 
