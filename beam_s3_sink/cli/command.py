@@ -177,7 +177,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
 
     ``progress_dir`` is where local workers report rows read (see :mod:`beam_s3_sink.cli.progress`).
 
-    >>> plan_copy(["--source", "generate:10", "--output", "s3://my-bucket/p"]).schema.names[:2]
+    >>> plan_copy(["--source", "generate:10", "--output", "s3://bucket/p"]).schema.names[:2]
     ['order_id', 'customer_id']
     """
     argv = list(argv)
