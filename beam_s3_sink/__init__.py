@@ -1,19 +1,22 @@
-"""beam_s3_sink: copy a bounded Beam PCollection to S3 as Parquet, PostgreSQL COPY CSV/text or JSON Lines.
+"""beam_s3_sink: copy a bounded Beam PCollection to S3 as Parquet, PostgreSQL COPY CSV/text, or JSON Lines.
 
-The Beam counterpart of Materialize's ``COPY ... TO 's3://...'``: three steps (init on one
-worker, upload on every worker, one completion), data files made visible only when the whole
-copy has succeeded, and exactly one :class:`CopyToResult`. The command ``beam-s3-copy``
+The Beam counterpart of Materialize's ``COPY ... TO 's3://...'``: three steps (initialization
+on one worker, upload on every worker, one completion), data files made visible only when the
+whole copy has succeeded, and exactly one :class:`CopyToResult`. The command ``beam-s3-copy``
 (:mod:`beam_s3_sink.cli`) runs such a copy from the shell.
 
 >>> from beam_s3_sink import CopyToS3, CopyToResult, S3Config   # doctest: +SKIP
 >>> rows | CopyToS3("s3://bucket/exports/orders", format="parquet", schema=schema)  # doctest: +SKIP
+
+Every exception the package raises is a :class:`CopyToS3Error` (:mod:`.errors`).
 """
 
-from .cleanup import AbortReport, CommittedCopyError, abort_copy
+from .cleanup import AbortReport, abort_copy
 from .config import S3Config
+from .errors import CommittedCopyError, CopyToS3Error
 from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat, TextFormat
-from .objects import ObjectSettings
-from .results import CopiedFile, CopyToResult, CopyToS3Error
+from .object_settings import ObjectSettings
+from .results import CopiedFile, CopyToResult
 from .transform import CopyToS3
 
 __all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config", "ObjectSettings",

@@ -23,7 +23,7 @@ overflow (a timestamp outside nanoseconds' range, for example). Anything else, s
 strings into integers or ``int64`` into ``int32``, is an error rather than a guess.
 
 Used by :class:`~beam_s3_sink.writer.FileWriter` (every Arrow element), by
-:mod:`.batches` (before hashing) and by the CLI's sources (with the file's name as the
+:mod:`.sharding` (before hashing) and by the CLI's sources (with the file's name as the
 source).
 """
 
@@ -33,14 +33,12 @@ from typing import Any, List, Optional, Union
 
 import pyarrow as pa
 
-__all__ = ["ARROW_TYPES", "BatchError", "is_arrow", "conform", "conform_batches", "describe", "widens"]
+from .errors import BatchError
+
+__all__ = ["ARROW_TYPES", "is_arrow", "conform", "conform_batches", "describe", "widens"]
 
 ARROW_TYPES = (pa.RecordBatch, pa.Table)
 Arrow = Union[pa.RecordBatch, pa.Table]
-
-
-class BatchError(ValueError):
-    """A batch does not fit the copy's schema: names the column, both types and the source."""
 
 
 def is_arrow(element: Any) -> bool:

@@ -8,8 +8,8 @@ batch into Python rows; these subclasses also define ``process_batch``, so Beam 
 tables on as they are, and elements (from an unbatched producer, or after a fusion break)
 still go to ``process``::
 
-    batched DoFn ─pa.Table─▶ ArrowUploadFn.process_batch ─▶ FileWriter.add_arrow ─▶ encoder
-    other producer ─row──▶ ArrowUploadFn.process ─▶ FileWriter.add ─▶ row buffer
+    batched DoFn ─pa.Table─▶ _ArrowUploadFn.process_batch ─▶ FileWriter.add_arrow ─▶ encoder
+    other producer ─row──▶ _ArrowUploadFn.process ─▶ FileWriter.add ─▶ row buffer
 
 ``CopyToS3`` picks them when Beam has a pyarrow batch converter for the input's element type
 (:func:`takes_batches`); for any other element type the plain DoFns are used.
@@ -22,11 +22,11 @@ from typing import Any, Iterable
 import apache_beam as beam
 import pyarrow as pa
 
-from .batches import AssignBatchFn
-from .results import InitState
-from .upload import UploadFn
+from .sharding import _AssignShardFn
+from .messages import InitOutcome
+from .upload import _UploadFn
 
-__all__ = ["takes_batches", "ArrowUploadFn", "ArrowAssignBatchFn"]
+__all__ = ["takes_batches"]
 
 
 def takes_batches(element_type: Any) -> bool:
@@ -41,19 +41,19 @@ def takes_batches(element_type: Any) -> bool:
     return True
 
 
-class ArrowUploadFn(UploadFn):
-    """:class:`~beam_s3_sink.upload.UploadFn` that also takes Beam's ``pa.Table`` batches."""
+class _ArrowUploadFn(_UploadFn):
+    """:class:`~beam_s3_sink.upload._UploadFn` that also takes Beam's ``pa.Table`` batches."""
 
     def get_input_batch_type(self, input_element_type: Any) -> Any:
         return pa.Table
 
     @beam.DoFn.yields_elements
-    def process_batch(self, batch: pa.Table, state: InitState) -> Iterable[Any]:
+    def process_batch(self, batch: pa.Table, state: InitOutcome) -> Iterable[Any]:
         return self.process(batch, state)
 
 
-class ArrowAssignBatchFn(AssignBatchFn):
-    """:class:`~beam_s3_sink.batches.AssignBatchFn` that also takes Beam's ``pa.Table`` batches."""
+class _ArrowAssignShardFn(_AssignShardFn):
+    """:class:`~beam_s3_sink.sharding._AssignShardFn` that also takes Beam's ``pa.Table`` batches."""
 
     def get_input_batch_type(self, input_element_type: Any) -> Any:
         return pa.Table

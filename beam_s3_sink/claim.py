@@ -43,7 +43,8 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Optional
 
 from .keys import CopyKeys
-from .s3 import S3RequestError, call, describe_error, error_code
+from .errors import S3RequestError
+from .s3 import call, describe_error, error_code
 
 __all__ = ["ClaimOutcome", "take_claim", "read_claim_holder", "release_claim", "abort_hint",
            "CONDITIONAL", "FALLBACK"]

@@ -21,17 +21,14 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from .claim import read_claim_holder
+from .errors import CommittedCopyError
 from .config import S3Config
 from .keys import CopyKeys, parse_s3_uri, validate_sink_id
 from .s3 import call, list_keys, list_uploads
 
-__all__ = ["abort_copy", "AbortReport", "CommittedCopyError"]
+__all__ = ["abort_copy", "AbortReport"]
 
 _log = logging.getLogger(__name__)
-
-
-class CommittedCopyError(RuntimeError):
-    """The copy finished (manifest, no sentinel): removing it needs ``force=True``."""
 
 
 @dataclass(frozen=True)

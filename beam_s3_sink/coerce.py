@@ -31,13 +31,11 @@ from typing import Any, Callable, Optional
 
 import pyarrow as pa
 
-__all__ = ["converter", "CoercionError"]
+from .errors import CoercionError
+
+__all__ = ["converter"]
 
 Convert = Callable[[Any], Any]
-
-
-class CoercionError(ValueError):
-    """A value cannot be made into its column's type; the message says why."""
 
 
 def converter(typ: pa.DataType, rows: bool = False) -> Optional[Convert]:

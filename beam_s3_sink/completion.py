@@ -1,16 +1,17 @@
-"""Step 3, completion: one finishing step over the combined reports of every writer.
+"""Step 3, completion: one commit over the merged reports of every writer.
 
 ::
 
-    BundleReport* ──CombineGlobally(MergeReports)──▶ one BundleReport ──▶ FinishFn ──▶ CopyToResult
+                   Complete/Merge                                      Complete/Run
+    UploadReport* ──CombineGlobally(MergeReports)──▶ one UploadReport ──▶ _CompleteFn ──▶ CopyToResult
     (one per bundle on the DirectRunner,                              ▲
-     per spill key elsewhere, per batch)            InitState ───────┘ (side input)
+     per spill key elsewhere, per shard)          InitOutcome ─────────┘ (side input)
 
 The reports come from whichever upload path ran (:mod:`.upload`, :mod:`.spill`,
-:mod:`.batches`); they are merged into a :class:`ReportAccumulator` of lists, so merging is
+:mod:`.sharding`); they are merged into a :class:`ReportAccumulator` of lists, so merging is
 linear in the number of files (100,000 reports: about 0.05 s).
 
-On success ``FinishFn`` completes every pending upload (in parallel; an upload that an
+On success ``_CompleteFn`` completes every pending upload (in parallel; an upload that an
 earlier attempt completed already is not an error), aborts any other pending upload of the
 copy (from failed or retried bundles), writes the manifest, deletes the replaced objects,
 releases the path's claim (:mod:`.claim`), deletes the sentinel, and emits the result; each
@@ -33,19 +34,21 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from .config import S3Config
 from .claim import CONDITIONAL, FALLBACK, release_claim
-from .existing import ReplaceError, delete_keys
-from .init import fallback_winner
+from .clients import shared_client
+from .config import S3Config
+from .errors import CopyToS3Error, ReplaceError, S3RequestError
 from .formats.base import Format
+from .if_exists import delete_keys
+from .initialization import fallback_winner
 from .keys import TOKEN_HEX_DIGITS, CopyKeys
 from .manifest import manifest_json
-from .results import BundleReport, CopiedFile, CopyToResult, CopyToS3Error, InitState, PendingFile
-from .clients import shared_client
-from .s3 import S3RequestError, call, describe_error, error_code, list_uploads
+from .messages import InitOutcome, PendingFile, UploadReport
+from .results import CopiedFile, CopyToResult
+from .s3 import call, describe_error, error_code, list_uploads
 from .schema import schema_to_json
 
-__all__ = ["MergeReports", "ReportAccumulator", "FinishFn"]
+__all__ = ["MergeReports", "ReportAccumulator"]
 
 _log = logging.getLogger(__name__)
 EMPTY_FILE_TOKEN = "0" * TOKEN_HEX_DIGITS
@@ -55,7 +58,7 @@ NAMESPACE = "beam_s3_sink"
 class ReportAccumulator:
     """The reports merged so far, kept in lists: merging is linear in the number of files.
 
-    (Merging frozen :class:`BundleReport`\\ s pairwise copies the tuple of files every time,
+    (Merging frozen :class:`UploadReport`\\ s pairwise copies the tuple of files every time,
     which is quadratic: 100,000 reports took about 30 s.) ``moved`` counts the file entries
     appended, so a test can check that each file is moved once per merge level, not once per
     report.
@@ -78,17 +81,17 @@ class ReportAccumulator:
         if error is not None and (self.error is None or error < self.error):
             self.error = error  # the smallest message: the same whatever the merge order
 
-    def report(self) -> BundleReport:
-        return BundleReport(files=tuple(self.files), rows=self.rows, bytes=self.bytes, error=self.error)
+    def report(self) -> UploadReport:
+        return UploadReport(files=tuple(self.files), rows=self.rows, bytes=self.bytes, error=self.error)
 
 
 class MergeReports(beam.CombineFn):
-    """Merges the bundle reports: all pending files, the totals, the first error (in linear time)."""
+    """Merges the upload reports: all pending files, the totals, the first error (in linear time)."""
 
     def create_accumulator(self) -> ReportAccumulator:
         return ReportAccumulator()
 
-    def add_input(self, accumulator: ReportAccumulator, report: BundleReport) -> ReportAccumulator:
+    def add_input(self, accumulator: ReportAccumulator, report: UploadReport) -> ReportAccumulator:
         accumulator.add(report.files, report.rows, report.bytes, report.error)
         return accumulator
 
@@ -102,11 +105,11 @@ class MergeReports(beam.CombineFn):
             merged.moved += accumulator.moved
         return merged if merged is not None else ReportAccumulator()
 
-    def extract_output(self, accumulator: ReportAccumulator) -> BundleReport:
+    def extract_output(self, accumulator: ReportAccumulator) -> UploadReport:
         return accumulator.report()
 
 
-class FinishFn(beam.DoFn):
+class _CompleteFn(beam.DoFn):
     """Commits (or abandons) the copy and emits its :class:`CopyToResult`."""
 
     def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema,
@@ -122,13 +125,13 @@ class FinishFn(beam.DoFn):
     def setup(self) -> None:
         self._client, self._retries = shared_client(self._config)
 
-    def process(self, report: BundleReport, state: InitState) -> Iterable[CopyToResult]:
+    def process(self, report: UploadReport, state: InitOutcome) -> Iterable[CopyToResult]:
         try:
             yield from self._finish(report, state)
         finally:
             self._retries_counter.inc(self._retries.drain())
 
-    def _finish(self, report: BundleReport, state: InitState) -> Iterable[CopyToResult]:
+    def _finish(self, report: UploadReport, state: InitOutcome) -> Iterable[CopyToResult]:
         if state.done is not None:
             yield state.done
             return
@@ -154,7 +157,7 @@ class FinishFn(beam.DoFn):
         yield result
 
     # success ----------------------------------------------------------------------------
-    def _commit(self, report: BundleReport, state: InitState) -> CopyToResult:
+    def _commit(self, report: UploadReport, state: InitOutcome) -> CopyToResult:
         keys, bucket = self._keys, self._keys.location.bucket
         files: Sequence[PendingFile] = report.files
         copied: List[CopiedFile] = []
@@ -178,7 +181,7 @@ class FinishFn(beam.DoFn):
         body = manifest_json(result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema))
         call(self._client, "PutObject", bucket, keys.manifest, Body=body, ContentType="application/json",
              **self._config.objects.control_args())
-        delete_keys(self._client, bucket, state.replaced)  # if_exists="replace"; see .existing
+        delete_keys(self._client, bucket, state.replaced)  # if_exists="replace"; see .if_exists
         if state.guard == CONDITIONAL:  # the path's claim (see .claim), before the sentinel
             release_claim(self._client, keys)
         call(self._client, "DeleteObject", bucket, keys.sentinel)
@@ -242,7 +245,7 @@ class FinishFn(beam.DoFn):
         return warnings
 
     # failure ----------------------------------------------------------------------------
-    def _release_claim(self, state: InitState) -> None:
+    def _release_claim(self, state: InitOutcome) -> None:
         """A failed copy gives the path's claim up (its sentinel stays); best effort."""
         if state.guard != CONDITIONAL or state.error is not None:
             return

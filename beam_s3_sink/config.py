@@ -31,7 +31,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Union
 
-from .objects import ObjectSettings
+from .object_settings import ObjectSettings
 
 __all__ = ["S3Config", "ObjectSettings", "MIN_PART_SIZE", "resolve_config"]
 

@@ -1,10 +1,11 @@
-"""The values that flow between the three steps, and the one result a copy reports.
+"""The one result a copy reports: :class:`CopyToResult`, with a :class:`CopiedFile` per data file.
 
 ::
 
-    init ──InitState──▶ upload (per bundle, spill key or batch) ──BundleReport──▶ CombineGlobally ──▶ finish ──▶ CopyToResult
+    initialization ──▶ upload ──▶ completion ──▶ CopyToResult (exactly one element)
 
-All are frozen dataclasses: picklable, comparable, and safe to print (no secrets).
+Both are frozen dataclasses: picklable, comparable, and safe to print (no secrets). The
+values that flow between the steps are in :mod:`.messages`.
 """
 
 from __future__ import annotations
@@ -12,11 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
-__all__ = ["CopiedFile", "CopyToResult", "PendingFile", "BundleReport", "InitState", "CopyToS3Error"]
-
-
-class CopyToS3Error(RuntimeError):
-    """The copy failed; the message says why and what to do. Raised when ``fail_on_error``."""
+__all__ = ["CopiedFile", "CopyToResult"]
 
 
 @dataclass(frozen=True)
@@ -68,58 +65,3 @@ class CopyToResult:
     def ok(self) -> bool:
         """True when the copy finished and every row is in S3."""
         return self.error is None
-
-
-@dataclass(frozen=True)
-class PendingFile:
-    """A data file uploaded as a multipart upload that is not completed yet (so invisible)."""
-
-    key: str
-    upload_id: str
-    parts: Tuple[Tuple[int, str], ...]  # (part number, ETag)
-    rows: int
-    bytes: int
-    part_checksums: Tuple[str, ...] = ()  # S3's checksum of each part, when parts carry one
-    stats: Tuple[Any, ...] = ()  # per column: ColumnStats (beam_s3_sink.stats), for CopiedFile
-
-
-@dataclass(frozen=True)
-class BundleReport:
-    """What one upload bundle did: its pending files, or the error that stopped it.
-
-    ``merge`` keeps the smallest error message, so that the merged report is the same
-    whatever order the runner combines bundles in. (It copies the files: completion merges
-    many reports with :class:`~beam_s3_sink.completion.ReportAccumulator`, in linear time.)
-    """
-
-    files: Tuple[PendingFile, ...] = ()
-    rows: int = 0
-    bytes: int = 0
-    error: Optional[str] = None
-
-    def merge(self, other: "BundleReport") -> "BundleReport":
-        errors = [e for e in (self.error, other.error) if e is not None]
-        return BundleReport(
-            files=self.files + other.files,
-            rows=self.rows + other.rows,
-            bytes=self.bytes + other.bytes,
-            error=min(errors) if errors else None,
-        )
-
-
-@dataclass(frozen=True)
-class InitState:
-    """What the init step found and did; the upload and finish steps read it as a side input.
-
-    Exactly one of three: ready to copy (``error`` and ``done`` None), failed before any data
-    (``error``), or already finished by an earlier run of the same sink id (``done``).
-    """
-
-    error: Optional[str] = None
-    done: Optional[CopyToResult] = None
-    warnings: Tuple[str, ...] = ()
-    replaced: Tuple[str, ...] = ()  # if_exists="replace": the keys to delete once committed
-    # How this copy guards its path (see .claim): "conditional" (it holds P/_CLAIM; completion
-    # releases it), "relist" (the store ignores If-None-Match: completion re-checks the
-    # sentinels before committing), or "" (if_exists="append": no guard).
-    guard: str = ""

@@ -29,16 +29,13 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .results import PendingFile
+from .errors import S3RequestError
+from .messages import PendingFile
 
-__all__ = ["MultipartStream", "S3RequestError", "RetryCounter", "describe_error", "list_keys",
+__all__ = ["MultipartStream", "RetryCounter", "describe_error", "list_keys",
            "list_uploads", "error_code", "IAM_ACTIONS"]
 
 _log = logging.getLogger(__name__)
-
-
-class S3RequestError(RuntimeError):
-    """An S3 request failed; the message names the operation, the object and S3's answer."""
 
 
 class RetryCounter:

@@ -27,13 +27,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
-from .coerce import CoercionError, converter
+from .coerce import converter
+from .errors import CoercionError, RowError
 
-__all__ = ["resolve_schema", "rows_to_batch", "RowError", "as_mapping", "schema_to_json"]
-
-
-class RowError(ValueError):
-    """A row does not fit the schema: names the column, the expected type and the value."""
+__all__ = ["resolve_schema", "rows_to_batch", "as_mapping", "schema_to_json"]
 
 
 _CONVERSION_ERRORS = (pa.ArrowException, CoercionError, TypeError, ValueError, OverflowError)

@@ -8,31 +8,31 @@ alone was most of a copy's cost). So on these runners the rows go through a step
 input, fused with whatever produces them, that only turns them into compact Arrow blobs; a
 ``GroupByKey`` gathers each producer's blobs, and one writer per key writes them into files::
 
-    rows ─▶ SpillFn (fused upstream, no S3, no side input) ──(key, blob)──▶ GroupByKey
+    rows ─▶ _SpillFn (fused upstream, no S3, no side input) ──(key, blob)──▶ GroupByKey
             rows → Arrow batches → one Arrow IPC stream (ZSTD) per ≈ BLOB_BYTES
             key = "<instance token>-<group>"; a new group every ≈ GROUP_BYTES
                                                    │ (key, [blob, ...])
                                                    ▼
-            WriteSpilledFn (AsSingleton(init)) ─ FileWriter.add_batch ─▶ pending files
-                                                   │ one BundleReport per key
+            _WriteSpilledFn (AsSingleton(init)) ─ FileWriter.add_batch ─▶ pending files
+                                                   │ one UploadReport per key
                                                    ▼
-                                          Gather ─▶ Finish (completion.py)
+                                     Complete: Merge ─▶ Run (completion.py)
 
 Guarantees, as for bundles (see :mod:`.upload`):
 
 * A blob is an ordinary output of the bundle that made it: if that bundle fails or is retried,
   the runner discards its outputs, so its rows reach the ``GroupByKey`` exactly once.
-* ``WriteSpilledFn`` completes nothing; a failed or retried attempt's uploads are in no
+* ``_WriteSpilledFn`` completes nothing; a failed or retried attempt's uploads are in no
   committed report, so completion aborts them (matched by key and upload id), and the retry
   writes under a fresh token.
-* Memory is bounded: ``SpillFn`` holds at most one blob's rows (``BLOB_BYTES`` of Arrow data
+* Memory is bounded: ``_SpillFn`` holds at most one blob's rows (``BLOB_BYTES`` of Arrow data
   plus a chunk of Python rows); a key's group holds at most about ``GROUP_BYTES`` of Arrow data
   (a runner may hand the whole group to the worker at once), and its writer decodes one blob
   at a time into the usual bounded buffers of :mod:`.writer`.
 * A chunk of rows that does not convert to the schema is shipped as the rows themselves
   (pickled), and the writer reports the row with its usual message, naming the column.
 * ``pyarrow.RecordBatch``/``Table`` elements (and a batched ``DoFn``'s tables, through
-  :class:`ArrowSpillFn`) are conformed to the schema once and go into the blob as they are;
+  :class:`_ArrowSpillFn`) are conformed to the schema once and go into the blob as they are;
   one that does not fit travels as it is and the writer reports it, naming the column.
 
 Files per worker: one DoFn instance per concurrent bundle, each with one key per
@@ -41,7 +41,7 @@ instance (two at parallelism 2), and a larger one files of up to ``max_file_size
 
 The DirectRunner (in-process or multi-process) fuses side-input consumers and keeps
 ``GroupByKey`` data in memory, and cuts whole-input bundles: there the per-bundle
-:class:`~beam_s3_sink.upload.UploadFn` writes directly, with no shuffle.
+:class:`~beam_s3_sink.upload._UploadFn` writes directly, with no shuffle.
 """
 
 from __future__ import annotations
@@ -55,17 +55,18 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from .arrow_input import conform_batches, is_arrow
+from .errors import RowError
 from .keys import new_token
-from .results import InitState
-from .schema import RowError, as_mapping, rows_to_batch
-from .upload import UploadBase
+from .messages import InitOutcome
+from .schema import as_mapping, rows_to_batch
+from .upload import _UploadBase
 
-__all__ = ["SpillFn", "ArrowSpillFn", "WriteSpilledFn", "encode_blob", "decode_blob", "BLOB_BYTES", "GROUP_BYTES"]
+__all__ = ["encode_blob", "decode_blob", "BLOB_BYTES", "GROUP_BYTES"]
 
 BLOB_BYTES = 8 * 2**20
-"""Arrow bytes of rows per blob, at most (about): what a ``SpillFn`` holds."""
+"""Arrow bytes of rows per blob, at most (about): what a ``_SpillFn`` holds."""
 GROUP_BYTES = 64 * 2**20
-"""Arrow bytes per key, about: what one ``WriteSpilledFn`` call receives at once."""
+"""Arrow bytes per key, about: what one ``_WriteSpilledFn`` call receives at once."""
 MAX_CHUNK_ROWS = 16384
 _ARROW, _ROWS = b"A", b"P"
 
@@ -100,7 +101,7 @@ def decode_blob(blob: bytes) -> Iterator[Any]:
         yield from reader
 
 
-class SpillFn(beam.DoFn):
+class _SpillFn(beam.DoFn):
     """Turns rows into keyed Arrow IPC blobs; touches no S3 and reads no side input."""
 
     def __init__(self, schema: pa.Schema, blob_bytes: int = BLOB_BYTES, group_bytes: int = GROUP_BYTES) -> None:
@@ -181,8 +182,8 @@ class SpillFn(beam.DoFn):
         return self._key(0), _encode_rows(rows)
 
 
-class ArrowSpillFn(SpillFn):
-    """:class:`SpillFn` that also takes a batched ``DoFn``'s ``pa.Table`` batches as they are
+class _ArrowSpillFn(_SpillFn):
+    """:class:`_SpillFn` that also takes a batched ``DoFn``'s ``pa.Table`` batches as they are
     (see :mod:`.arrow_upload`)."""
 
     def get_input_batch_type(self, input_element_type: Any) -> Any:
@@ -193,10 +194,10 @@ class ArrowSpillFn(SpillFn):
         return self._add_arrow(batch)
 
 
-class WriteSpilledFn(UploadBase):
+class _WriteSpilledFn(_UploadBase):
     """Writes one key's blobs into ``P/ID-<token>-<nnnn>.<ext>``; emits one report per key."""
 
-    def process(self, element: Tuple[str, Iterable[bytes]], state: InitState) -> Iterable[Any]:
+    def process(self, element: Tuple[str, Iterable[bytes]], state: InitOutcome) -> Iterable[Any]:
         if state.error is not None or state.done is not None:
             return
         _, blobs = element

@@ -5,13 +5,17 @@ It writes Parquet, PostgreSQL ``COPY`` CSV or text, or JSON Lines files (the for
 
 ::
 
-    p ─ Create([None]) ─▶ Prepare ──────────────────InitState─────────────────────────┐
-           errors ─AsList─┘     │ AsSingleton                                         │ AsSingleton
-                                ▼                                                     ▼
-    rows ─┬ DirectRunner: Upload (per bundle) ─────────────BundleReport*─▶ Gather ─▶ Finish ─▶ CopyToResult
-          ├ other runners: Spill ─(key, Arrow blob)─▶ GroupByKey ─▶ WriteSpilled ──┘ (one report per key)
-          │                (fused upstream, no side input)        (AsSingleton init)
-          └ num_batches: AssignBatches ─▶ GroupByKey ─▶ UploadBatches ──┘ (one report per batch)
+    p ─▶ Initialize (Start: Create([None]) ─▶ Run: _InitializeFn) ───InitOutcome──────────────────────┐
+           errors ─AsList─┘                      │ AsSingleton                                       │ AsSingleton
+                                                 ▼                                                   ▼
+    rows ─▶ Upload ┬ DirectRunner: Write (per bundle) ──────────────UploadReport*─▶ Complete (Merge ─▶ Run) ─▶ CopyToResult
+                   ├ other runners: Spill ─(key, Arrow blob)─▶ Group ─▶ Write ──┘ (one report per spill key)
+                   │                (fused upstream, no side input)   (AsSingleton init)
+                   └ num_batches: AssignShards ─▶ Group ─▶ Write ──┘ (one report per shard)
+
+The three steps are composites named after them, so a runner's graph shows ``Initialize``,
+``Upload`` and ``Complete``; a "shard" is one of the ``num_batches`` groups of rows (its files
+are ``P/ID-batch-<bbbb>-<nnnn>``).
 
 Which upload path a copy takes is decided when the pipeline is built, by the runner
 (:func:`shuffles_spills`): Beam's Python DirectRunner runs whole-input bundles, fuses a
@@ -35,19 +39,19 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.pvalue import AsList, AsSingleton, PCollection
 
-from .arrow_upload import ArrowAssignBatchFn, ArrowUploadFn, takes_batches
-from .batches import AssignBatchFn, BatchUploadFn
-from .completion import FinishFn, MergeReports
+from .arrow_upload import _ArrowAssignShardFn, _ArrowUploadFn, takes_batches
+from .completion import MergeReports, _CompleteFn
 from .config import S3Config, resolve_config
-from .existing import check_if_exists
 from .formats import Format, JsonlFormat, resolve_format
-from .init import PrepareFn
+from .if_exists import check_if_exists
+from .initialization import _InitializeFn
 from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
 from .layout import DEFAULT_MAX_OPEN_FILES, Layout
 from .schema import resolve_schema
-from .spill import ArrowSpillFn, SpillFn, WriteSpilledFn
-from .upload import UploadFn
-from .validate import FinishValidationFn, MergeValidation, ValidateFn
+from .sharding import _AssignShardFn, _ShardUploadFn
+from .spill import _ArrowSpillFn, _SpillFn, _WriteSpilledFn
+from .upload import _UploadFn
+from .validate import MergeValidation, _ReportValidationFn, _ValidateFn
 
 __all__ = ["CopyToS3", "parse_size"]
 
@@ -80,7 +84,7 @@ def shuffles_spills(pipeline: beam.Pipeline) -> bool:
     """Whether the upload step spills rows as Arrow blobs through a ``GroupByKey``
     (:mod:`.spill`): on every runner but Beam's Python DirectRunner (in-process or
     multi-process), which fuses side-input consumers, keeps ``GroupByKey`` data in memory and
-    runs whole-input bundles, so that its per-bundle :class:`UploadFn` writes few files
+    runs whole-input bundles, so that its per-bundle :class:`_UploadFn` writes few files
     directly."""
     from apache_beam.runners.direct.direct_runner import DirectRunner, SwitchingDirectRunner
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -180,39 +184,75 @@ class CopyToS3(beam.PTransform):
         keys = CopyKeys(self._location, self._sink_id)
         if self._validate_only:  # dry run: no S3 request at all (see .validate)
             return (rows
-                    | "Validate" >> beam.ParDo(ValidateFn(self._format, schema, self._layout))
-                    | "GatherChecks" >> beam.CombineGlobally(MergeValidation())
-                    | "Report" >> beam.ParDo(FinishValidationFn(keys)))
+                    | "Validate" >> beam.ParDo(_ValidateFn(self._format, schema, self._layout))
+                    | "MergeChecks" >> beam.CombineGlobally(MergeValidation())
+                    | "Report" >> beam.ParDo(_ReportValidationFn(keys)))
         pipeline = rows.pipeline
-        errors = self._errors if self._errors is not None else (
-            pipeline | "NoUpstreamErrors" >> beam.Create([]))
-        init = (pipeline
-                | "Start" >> beam.Create([None])
-                | "Prepare" >> beam.ParDo(PrepareFn(keys, config, self._if_exists), AsList(errors)))
-        batched = takes_batches(rows.element_type)  # a batched DoFn's pa.Table batches as they are
-        if self._num_batches is None and not shuffles_spills(pipeline):
-            reports = rows | "Upload" >> beam.ParDo(
-                (ArrowUploadFn if batched else UploadFn)(
-                    keys, config, self._format, schema, self._max_file_size, self._layout),
-                AsSingleton(init))
-        elif self._num_batches is None:
-            reports = (rows
-                       | "Spill" >> beam.ParDo((ArrowSpillFn if batched else SpillFn)(schema))
-                       | "GatherSpilled" >> beam.GroupByKey()
-                       | "WriteSpilled" >> beam.ParDo(
-                           WriteSpilledFn(keys, config, self._format, schema, self._max_file_size,
-                                          self._layout), AsSingleton(init)))
-        else:
-            reports = (rows
-                       | "AssignBatches" >> beam.ParDo(
-                           (ArrowAssignBatchFn if batched else AssignBatchFn)(schema, self._num_batches))
-                       | "GroupBatches" >> beam.GroupByKey()
-                       | "UploadBatches" >> beam.ParDo(
-                           BatchUploadFn(keys, config, self._format, schema, self._max_file_size,
-                                         self._layout), AsSingleton(init)))
-        report = reports | "Gather" >> beam.CombineGlobally(MergeReports())
-        return report | "Finish" >> beam.ParDo(
-            FinishFn(keys, config, self._format, schema, self._fail_on_error), AsSingleton(init))
+        init = pipeline | "Initialize" >> _Initialize(keys, config, self._if_exists, self._errors)
+        reports = rows | "Upload" >> _Upload(
+            keys, config, self._format, schema, self._max_file_size, self._layout, self._num_batches, init)
+        return reports | "Complete" >> _Complete(keys, config, self._format, schema, self._fail_on_error, init)
 
     def default_label(self) -> str:
         return f"CopyToS3({self._location.uri})"
+
+
+class _Initialize(beam.PTransform):
+    """Step 1 (:mod:`.initialization`): one :class:`~beam_s3_sink.messages.InitOutcome`, read by the
+    other two steps as a singleton side input."""
+
+    def __init__(self, keys: CopyKeys, config: S3Config, if_exists: str, errors: Optional[PCollection]) -> None:
+        super().__init__()
+        self._keys, self._config, self._if_exists, self._errors = keys, config, if_exists, errors
+
+    def expand(self, pipeline: Any) -> PCollection:
+        errors = self._errors if self._errors is not None else (
+            pipeline | "NoUpstreamErrors" >> beam.Create([]))
+        return (pipeline
+                | "Start" >> beam.Create([None])
+                | "Run" >> beam.ParDo(_InitializeFn(self._keys, self._config, self._if_exists), AsList(errors)))
+
+
+class _Upload(beam.PTransform):
+    """Step 2 (:mod:`.upload`, :mod:`.spill`, :mod:`.sharding`): rows in, one
+    :class:`~beam_s3_sink.messages.UploadReport` per bundle, spill key or shard out."""
+
+    def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema, max_file_size: int,
+                 layout: Layout, num_batches: Optional[int], init: PCollection) -> None:
+        super().__init__()
+        self._keys, self._config, self._format, self._schema = keys, config, fmt, schema
+        self._max_file_size, self._layout, self._num_shards, self._init = max_file_size, layout, num_batches, init
+
+    def expand(self, rows: PCollection) -> PCollection:
+        batched = takes_batches(rows.element_type)  # a batched DoFn's pa.Table batches as they are
+        args = (self._keys, self._config, self._format, self._schema, self._max_file_size, self._layout)
+        init = AsSingleton(self._init)
+        if self._num_shards is None and not shuffles_spills(rows.pipeline):
+            return rows | "Write" >> beam.ParDo((_ArrowUploadFn if batched else _UploadFn)(*args), init)
+        if self._num_shards is None:
+            return (rows
+                    | "Spill" >> beam.ParDo((_ArrowSpillFn if batched else _SpillFn)(self._schema))
+                    | "Group" >> beam.GroupByKey()
+                    | "Write" >> beam.ParDo(_WriteSpilledFn(*args), init))
+        return (rows
+                | "AssignShards" >> beam.ParDo(
+                    (_ArrowAssignShardFn if batched else _AssignShardFn)(self._schema, self._num_shards))
+                | "Group" >> beam.GroupByKey()
+                | "Write" >> beam.ParDo(_ShardUploadFn(*args), init))
+
+
+class _Complete(beam.PTransform):
+    """Step 3 (:mod:`.completion`): the reports merged into one, then committed (or abandoned)
+    into the one :class:`~beam_s3_sink.results.CopyToResult`."""
+
+    def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema, fail_on_error: bool,
+                 init: PCollection) -> None:
+        super().__init__()
+        self._keys, self._config, self._format, self._schema = keys, config, fmt, schema
+        self._fail_on_error, self._init = fail_on_error, init
+
+    def expand(self, reports: PCollection) -> PCollection:
+        return (reports
+                | "Merge" >> beam.CombineGlobally(MergeReports())
+                | "Run" >> beam.ParDo(_CompleteFn(self._keys, self._config, self._format, self._schema,
+                                                  self._fail_on_error), AsSingleton(self._init)))

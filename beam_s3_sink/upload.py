@@ -1,25 +1,25 @@
 """Step 2, upload: workers encode their rows and upload them, completing nothing.
 
-Three DoFns upload, all built on :class:`UploadBase` (the shared client, the part pool, the
+Three DoFns upload (the ``Upload`` step of :class:`~beam_s3_sink.CopyToS3`), all built on :class:`_UploadBase` (the shared client, the part pool, the
 metrics) and :class:`~beam_s3_sink.writer.FileWriter` (the buffering layers that bound
 memory):
 
-* :class:`UploadFn`, here, on the DirectRunner: per bundle, one writer takes the bundle's rows
+* :class:`_UploadFn`, here, on the DirectRunner: per bundle, one writer takes the bundle's rows
   and writes them into data files named by a fresh token (``P/ID-<token>-<nnnn>.<ext>``, in
   partition directories with ``partition_by``);
-* :class:`~beam_s3_sink.spill.WriteSpilledFn` on every other runner: one writer per spill key,
+* :class:`~beam_s3_sink.spill._WriteSpilledFn` on every other runner: one writer per spill key,
   over the Arrow blobs that many small bundles made (:mod:`.spill`);
-* :class:`~beam_s3_sink.batches.BatchUploadFn` with ``num_batches``: one writer per batch.
+* :class:`~beam_s3_sink.sharding._ShardUploadFn` with ``num_batches``: one writer per shard.
 
 ::
 
-    bundle ─▶ UploadFn.process(row) ─▶ FileWriter ─▶ pending multipart uploads
+    bundle ─▶ _UploadFn.process(row) ─▶ FileWriter ─▶ pending multipart uploads
                                                         │ finish_bundle: last parts
                                                         ▼
-                                         one BundleReport (key, upload id, ETags, rows, bytes)
+                                         one UploadReport (key, upload id, ETags, rows, bytes)
 
-At the end of its bundle (or key, or batch) the writer uploads the last parts and the DoFn
-emits one :class:`BundleReport`. Nothing is completed here, so the uploads of a bundle that
+At the end of its bundle (or spill key, or shard) the writer uploads the last parts and the DoFn
+emits one :class:`~beam_s3_sink.messages.UploadReport`. Nothing is completed here, so the uploads of a bundle that
 fails or is retried never become visible; completion aborts them.
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, List, Optional
 
 import apache_beam as beam
 import pyarrow as pa
@@ -39,17 +39,17 @@ from .config import S3Config
 from .formats.base import Format
 from .keys import CopyKeys, new_token
 from .layout import Layout
-from .results import InitState, PendingFile
+from .messages import InitOutcome, PendingFile
 from .clients import shared_client
-from .writer import EncodeError, FileWriter
+from .writer import FileWriter
 
-__all__ = ["UploadFn", "UploadBase", "EncodeError"]
+__all__: List[str] = []  # its DoFns are private: CopyToS3 wires them
 
 _log = logging.getLogger(__name__)
 NAMESPACE = "beam_s3_sink"
 
 
-class UploadBase(beam.DoFn):
+class _UploadBase(beam.DoFn):
     """What every upload DoFn shares: the client, the part pool, the metrics, and making a
     :class:`FileWriter` whose files are named by ``name(directory, number)``."""
 
@@ -93,8 +93,8 @@ class UploadBase(beam.DoFn):
             _log.error("copy %s failed: %s", self._keys.sink_id, writer.error)
 
 
-class UploadFn(UploadBase):
-    """Encodes and uploads rows; emits one :class:`BundleReport` per bundle that saw rows."""
+class _UploadFn(_UploadBase):
+    """Encodes and uploads rows; emits one :class:`UploadReport` per bundle that saw rows."""
 
     def start_bundle(self) -> None:
         token, extension = new_token(), self._format.extension
@@ -102,7 +102,7 @@ class UploadFn(UploadBase):
             lambda directory, number: self._keys.data_file(token, number, extension, directory))
         self._active = False
 
-    def process(self, row: Any, state: InitState) -> Iterable[Any]:
+    def process(self, row: Any, state: InitOutcome) -> Iterable[Any]:
         if state.error is not None or state.done is not None:
             return ()
         self._active = True

@@ -6,10 +6,10 @@ would refuse (a value that does not fit its column, a value the format cannot ho
 NUL character for PostgreSQL's CSV/text) is found, with its position and the reason. No S3
 request is made: no sentinel, no claim, no data file::
 
-    rows ─▶ ValidateFn (per bundle: batches of rows ─▶ schema ─▶ encoder ─▶ /dev/null) ─ValidationReport*─┐
+    rows ─▶ _ValidateFn (per bundle: batches of rows ─▶ schema ─▶ encoder ─▶ /dev/null) ─ValidationReport*─┐
                         a failing batch is retried row by row, to name each bad row                     │
     CombineGlobally(MergeValidation) ◀──────────────────────────────────────────────────────────────────┘
-           └─▶ FinishValidationFn ─▶ one CopyToResult(dry_run=True, rows=checked, invalid_rows=n, invalid=(first ones))
+           └─▶ _ReportValidationFn ─▶ one CopyToResult(dry_run=True, rows=checked, invalid_rows=n, invalid=(first ones))
 
 A row's position is ``bundle <n>, row <i>``: its place among the rows one worker's bundle
 saw (a PCollection has no global order), followed by the row itself, shortened.
@@ -35,7 +35,7 @@ from .layout import Layout
 from .results import CopyToResult
 from .schema import as_mapping, rows_to_batch
 
-__all__ = ["ValidateFn", "MergeValidation", "FinishValidationFn", "ValidationReport", "MAX_SHOWN"]
+__all__ = ["MergeValidation", "ValidationReport", "MAX_SHOWN"]
 
 _log = logging.getLogger(__name__)
 MAX_SHOWN = 10
@@ -87,7 +87,7 @@ def _short(row: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class ValidateFn(beam.DoFn):
+class _ValidateFn(beam.DoFn):
     """Checks rows against the schema and the format, per bundle; emits a ValidationReport."""
 
     def __init__(self, fmt: Format, schema: pa.Schema, layout: Layout = Layout()) -> None:
@@ -192,7 +192,7 @@ class MergeValidation(beam.CombineFn):
         return accumulator
 
 
-class FinishValidationFn(beam.DoFn):
+class _ReportValidationFn(beam.DoFn):
     """The dry run's one result: ``dry_run=True``; ``error`` names the bad rows, if any."""
 
     def __init__(self, keys: CopyKeys) -> None:

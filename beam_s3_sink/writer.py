@@ -25,13 +25,13 @@ is conformed to the schema once, split by partition with Arrow compute (a dictio
 per partition column, one stable argsort, a ``take`` per partition) and handed to the
 encoders as it is::
 
-    batch ─▶ conform ─▶ [partition_by: codes ─▶ argsort ─▶ take per partition] ─▶ encoder ``finish`` closes everything and returns the :class:`BundleReport`; the
+    batch ─▶ conform ─▶ [partition_by: codes ─▶ argsort ─▶ take per partition] ─▶ encoder ``finish`` closes everything and returns the :class:`UploadReport`; the
 first error stops the writer, aborts what it had open and becomes the report's error.
 
-Used by :class:`~beam_s3_sink.upload.UploadFn` (one writer per bundle, files named by a
-fresh token), :class:`~beam_s3_sink.spill.WriteSpilledFn` (one writer per spill key, fed
+Used by :class:`~beam_s3_sink.upload._UploadFn` (one writer per bundle, files named by a
+fresh token), :class:`~beam_s3_sink.spill._WriteSpilledFn` (one writer per spill key, fed
 Arrow batches with ``add_batch``, files named by a fresh token per attempt) and
-:class:`~beam_s3_sink.batches.BatchUploadFn` (one writer per batch, files named by the batch
+:class:`~beam_s3_sink.sharding._ShardUploadFn` (one writer per batch, files named by the batch
 number, so that a rerun writes the same keys).
 """
 
@@ -48,22 +48,19 @@ import pyarrow as pa
 from .config import S3Config
 from .formats.base import FileEncoder, Format
 from .layout import Layout
-from .results import BundleReport, PendingFile
-from .s3 import MultipartStream, S3RequestError
+from .errors import EncodeError, RowError, S3RequestError
+from .messages import PendingFile, UploadReport
+from .s3 import MultipartStream
 from .arrow_input import ARROW_TYPES, conform_batches
-from .schema import RowError, as_mapping, rows_to_batch
+from .schema import as_mapping, rows_to_batch
 
-__all__ = ["FileWriter", "EncodeError", "HANDLED"]
+__all__ = ["FileWriter"]
 
 _log = logging.getLogger(__name__)
 BATCH_BYTES = 4 * 2**20
 MAX_BATCH_ROWS = 16384
 
 NameFn = Callable[[str, int], str]  # (partition directory, file number) -> key
-
-
-class EncodeError(ValueError):
-    """The format could not encode a value; the message names the column and the value."""
 
 
 HANDLED = (RowError, S3RequestError, EncodeError, ValueError, TypeError, pa.ArrowException)
@@ -244,7 +241,7 @@ class FileWriter:
             self._unpartitioned = sequence
         return sequence
 
-    def finish(self) -> BundleReport:
+    def finish(self) -> UploadReport:
         """Write what is buffered, finish every file's parts; return the report (or the error)."""
         if self.error is None:
             try:
@@ -257,8 +254,8 @@ class FileWriter:
                 self._fail(EncodeError(f"the {self._format.name} format could not finish a file: "
                                        f"{type(exc).__name__}: {exc}"))
         if self.error is not None:
-            return BundleReport(error=self.error)
-        return BundleReport(files=tuple(self._done), rows=sum(f.rows for f in self._done),
+            return UploadReport(error=self.error)
+        return UploadReport(files=tuple(self._done), rows=sum(f.rows for f in self._done),
                             bytes=sum(f.bytes for f in self._done))
 
     @property

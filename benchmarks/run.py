@@ -484,9 +484,9 @@ FILE_COUNT_RUNS = [("direct", 1), ("multiprocess", 2), ("flink", 2), ("flink", 4
 def merge_benchmark(n: int = 100_000) -> float:
     """Seconds to merge ``n`` one-file bundle reports the way CombineGlobally does."""
     from beam_s3_sink.completion import MergeReports
-    from beam_s3_sink.results import BundleReport, PendingFile
+    from beam_s3_sink.messages import PendingFile, UploadReport
 
-    reports = [BundleReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 1),), rows=1, bytes=1)
+    reports = [UploadReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 1),), rows=1, bytes=1)
                for i in range(n)]
     combine = MergeReports()
     started = time.monotonic()

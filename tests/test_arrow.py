@@ -18,9 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat, TextFormat
-from beam_s3_sink.arrow_input import BatchError, conform, widens
+from beam_s3_sink.arrow_input import conform, widens
+from beam_s3_sink.errors import BatchError
 from beam_s3_sink.arrow_hash import row_hashes
-from beam_s3_sink.batches import batch_numbers
+from beam_s3_sink.sharding import shard_numbers
 from conftest import across_runners
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 from test_pgcopy import COLUMNS, ROW_COUNT, SCHEMA as PG_SCHEMA, assert_loads_back, assert_same_lines, \
@@ -208,7 +209,7 @@ def test_rows_and_batches_mixed_in_one_pcollection_copy_exactly(runner, layout, 
 
 def test_rows_and_batches_of_equal_values_hash_to_the_same_batch():
     whole = expected(2000)
-    from_rows = batch_numbers(whole.to_pylist(), SCHEMA, 7)
+    from_rows = shard_numbers(whole.to_pylist(), SCHEMA, 7)
     from_batch = (row_hashes(whole.to_batches()[0]) % np.uint64(7)).tolist()
     assert from_rows == from_batch
     assert set(from_rows) == set(range(7))

@@ -279,17 +279,17 @@ def _load(path):
 
 
 def test_uploads_of_an_uncommitted_bundle_stay_invisible_and_are_aborted(s3_config, s3_client, bucket):
-    from beam_s3_sink.completion import FinishFn
+    from beam_s3_sink.completion import _CompleteFn
     from beam_s3_sink.formats import resolve_format
-    from beam_s3_sink.init import prepare
-    from beam_s3_sink.upload import UploadFn
+    from beam_s3_sink.initialization import initialize
+    from beam_s3_sink.upload import _UploadFn
 
     keys = CopyKeys(S3Location(bucket, "p"), "retried")
     fmt = resolve_format("csv")
-    state = prepare(s3_client, keys)
+    state = initialize(s3_client, keys)
 
     def run_bundle(ids):
-        upload = UploadFn(keys, s3_config, fmt, SCHEMA, max_file_size=4096)
+        upload = _UploadFn(keys, s3_config, fmt, SCHEMA, max_file_size=4096)
         upload.setup()
         upload.start_bundle()
         for i in ids:
@@ -306,7 +306,7 @@ def test_uploads_of_an_uncommitted_bundle_stay_invisible_and_are_aborted(s3_conf
     assert sorted(pending_uploads(s3_client, bucket)) == sorted(f.key for f in lost.files)
     committed = run_bundle(range(200))
 
-    finish = FinishFn(keys, s3_config, fmt, SCHEMA, fail_on_error=True)
+    finish = _CompleteFn(keys, s3_config, fmt, SCHEMA, fail_on_error=True)
     finish.setup()
     [result] = list(finish.process(committed, state))
     rows = [make_row(i) for i in range(200)]

@@ -16,11 +16,11 @@ import pyarrow as pa
 import pytest
 
 from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat, S3Config
-from beam_s3_sink.completion import FinishFn
-from beam_s3_sink.init import prepare
+from beam_s3_sink.completion import _CompleteFn
+from beam_s3_sink.initialization import initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
-from beam_s3_sink.results import BundleReport, InitState
-from beam_s3_sink.upload import UploadFn
+from beam_s3_sink.messages import InitOutcome, UploadReport
+from beam_s3_sink.upload import _UploadFn
 from conftest import REGION, SERVERS, free_port, start_moto
 from faultproxy import FaultProxy
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_parquet, run_copy
@@ -120,16 +120,16 @@ def test_rerun_after_failed_completion_copies_once_then_writes_nothing(s3_endpoi
 def test_retried_bundle_only_committed_attempt_is_visible(s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "retried"), "bundle")
     fmt = CsvFormat()
-    state = prepare(s3_client, keys)
-    assert state == InitState(guard="conditional")  # it holds the path's claim
+    state = initialize(s3_client, keys)
+    assert state == InitOutcome(guard="conditional")  # it holds the path's claim
     rows = [make_row(i) for i in range(2000)]
 
-    def attempt() -> BundleReport:
-        fn = UploadFn(keys, s3_config, fmt, SCHEMA, max_file_size=8 * 1024)
+    def attempt() -> UploadReport:
+        fn = _UploadFn(keys, s3_config, fmt, SCHEMA, max_file_size=8 * 1024)
         fn.setup()
         fn.start_bundle()
         for row in rows:
-            fn.process(row, InitState())
+            fn.process(row, InitOutcome())
         (report,) = [w.value for w in fn.finish_bundle()]
         fn.teardown()
         return report
@@ -140,7 +140,7 @@ def test_retried_bundle_only_committed_attempt_is_visible(s3_config, s3_client, 
     assert len(pending_uploads(s3_client, bucket)) == len(first.files) + len(second.files)
     assert data_keys(s3_client, bucket, "retried") == [], "nothing is visible before completion"
 
-    finish = FinishFn(keys, s3_config, fmt, SCHEMA, fail_on_error=True)
+    finish = _CompleteFn(keys, s3_config, fmt, SCHEMA, fail_on_error=True)
     finish.setup()
     (result,) = list(finish.process(second, state))
     # A retried finishing step completes again without error (the uploads are done already).

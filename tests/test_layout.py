@@ -210,7 +210,7 @@ def relative_keys(result, prefix: str) -> list:
 # tests/test_runners.py (on moto), so that the runner x server product stays CI-sized.
 @pytest.mark.parametrize("runner", sorted(LOCAL_RUNNERS), indirect=True)
 def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, s3_client, bucket, runner):
-    from beam_s3_sink.batches import batch_numbers
+    from beam_s3_sink.sharding import shard_numbers
     from helpers import read_parquet
 
     n = 3000
@@ -227,7 +227,7 @@ def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, 
         for key in data_keys(s3_client, bucket, prefix):
             rows = read_parquet(s3_client, bucket, key).to_pylist()
             batch = int(key.rsplit("-batch-", 1)[1][:4])
-            assert set(batch_numbers(rows, JSON_SCHEMA, 4)) == {batch}, key
+            assert set(shard_numbers(rows, JSON_SCHEMA, 4)) == {batch}, key
             by_batch[batch] = sorted(r["id"] for r in rows)
         assert sorted(i for ids in by_batch.values() for i in ids) == list(range(n))
         assert all(by_batch.values()), "with 3000 rows every batch gets rows"
@@ -236,27 +236,27 @@ def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, 
 
 
 def test_num_batches_hash_alike_values_alike_and_use_every_batch():
-    from beam_s3_sink.batches import batch_numbers
+    from beam_s3_sink.sharding import shard_numbers
 
     schema = pa.schema([("x", pa.float64()), ("s", pa.string())])
-    assert batch_numbers([{"x": 1, "s": "a"}], schema, 7) == batch_numbers([{"x": 1.0, "s": "a"}], schema, 7)
-    numbers = batch_numbers([{"x": float(i), "s": str(i)} for i in range(1000)], schema, 7)
+    assert shard_numbers([{"x": 1, "s": "a"}], schema, 7) == shard_numbers([{"x": 1.0, "s": "a"}], schema, 7)
+    numbers = shard_numbers([{"x": float(i), "s": str(i)} for i in range(1000)], schema, 7)
     assert set(numbers) == set(range(7))
 
 
 def test_num_batches_a_retried_batch_commits_only_the_reported_uploads(s3_config, s3_client, bucket):
-    from beam_s3_sink.batches import BatchUploadFn
-    from beam_s3_sink.completion import FinishFn
+    from beam_s3_sink.sharding import _ShardUploadFn
+    from beam_s3_sink.completion import _CompleteFn
     from beam_s3_sink.formats import resolve_format
-    from beam_s3_sink.init import prepare
+    from beam_s3_sink.initialization import initialize
     from beam_s3_sink.keys import CopyKeys, S3Location
 
     keys = CopyKeys(S3Location(bucket, "p"), "retried")
     fmt = resolve_format("csv")
-    state = prepare(s3_client, keys)
+    state = initialize(s3_client, keys)
 
     def run_batch(names):
-        fn = BatchUploadFn(keys, s3_config, fmt, CSV_SCHEMA, max_file_size=4096)
+        fn = _ShardUploadFn(keys, s3_config, fmt, CSV_SCHEMA, max_file_size=4096)
         fn.setup()
         (report,) = list(fn.process((2, [{"id": i, "name": name} for i, name in enumerate(names)]), state))
         fn.teardown()
@@ -266,7 +266,7 @@ def test_num_batches_a_retried_batch_commits_only_the_reported_uploads(s3_config
     committed = run_batch(["kept"] * 1000)
     assert [f.key for f in lost.files] == [f.key for f in committed.files]  # the same keys
     assert len(committed.files) > 1 and committed.files[0].key == "p/retried-batch-0002-0001.csv"
-    finish = FinishFn(keys, s3_config, fmt, CSV_SCHEMA, fail_on_error=True)
+    finish = _CompleteFn(keys, s3_config, fmt, CSV_SCHEMA, fail_on_error=True)
     finish.setup()
     [result] = list(finish.process(committed, state))
     assert result.ok and result.rows == 1000
@@ -365,14 +365,14 @@ def test_partition_writer_keeps_at_most_max_open_files_open(s3_config, s3_client
     from concurrent.futures import ThreadPoolExecutor
 
     from beam_s3_sink.formats import resolve_format
-    from beam_s3_sink.completion import FinishFn
-    from beam_s3_sink.init import prepare
+    from beam_s3_sink.completion import _CompleteFn
+    from beam_s3_sink.initialization import initialize
     from beam_s3_sink.keys import CopyKeys, S3Location
     from beam_s3_sink.writer import FileWriter
 
     keys = CopyKeys(S3Location(bucket, "w"), "capped")
     fmt = resolve_format("parquet")
-    state = prepare(s3_client, keys)
+    state = initialize(s3_client, keys)
     with ThreadPoolExecutor(2) as pool:
         writer = FileWriter(s3_client, pool, s3_config, fmt, PART_SCHEMA, 2**20, bucket,
                             lambda directory, n: keys.data_file("0123456789abcdef", n, "parquet", directory),
@@ -385,7 +385,7 @@ def test_partition_writer_keeps_at_most_max_open_files_open(s3_config, s3_client
     assert report.error is None and report.rows == 3000 and most_open == 2
     directories = [f.key.rsplit("/", 1)[0] for f in report.files]
     assert len(set(directories)) == len(REGIONS) < len(directories)
-    finish = FinishFn(keys, s3_config, fmt, PART_SCHEMA, fail_on_error=True)
+    finish = _CompleteFn(keys, s3_config, fmt, PART_SCHEMA, fail_on_error=True)
     finish.setup()
     [result] = list(finish.process(report, state))
     assert result.ok and result.rows == 3000 and pending_uploads(s3_client, bucket) == []

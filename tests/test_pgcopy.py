@@ -22,7 +22,7 @@ import pytest
 from psycopg import sql
 
 from beam_s3_sink import CopyToS3, CsvFormat, TextFormat
-from beam_s3_sink.formats.pgtext import render_column
+from beam_s3_sink.formats.postgres_values import render_column
 from helpers import data_keys, get_bytes, read_manifest, run_copy
 
 D = decimal.Decimal

@@ -307,26 +307,26 @@ def test_crc32c_part_checksums(s3_endpoint, s3_config, s3_client, bucket):
 def test_completion_passes_part_checksums_back(s3_config, s3_client, bucket):
     """CompleteMultipartUpload names each part's checksum (S3 refuses the completion of a
     checksummed upload without them); recorded by botocore's own event, on the client."""
-    from beam_s3_sink.completion import FinishFn
+    from beam_s3_sink.completion import _CompleteFn
     from beam_s3_sink.formats import resolve_format
-    from beam_s3_sink.init import prepare
-    from beam_s3_sink.results import InitState
-    from beam_s3_sink.upload import UploadFn
+    from beam_s3_sink.initialization import initialize
+    from beam_s3_sink.messages import InitOutcome
+    from beam_s3_sink.upload import _UploadFn
 
     config = s3_config.replace(objects=ObjectSettings(checksum_algorithm="SHA256"))
     keys = CopyKeys(S3Location(bucket, PREFIX), "checksums")
     fmt = resolve_format("csv")
-    state = prepare(s3_client, keys)
-    assert state == InitState(guard="conditional")  # it holds the path's claim
-    upload = UploadFn(keys, config, fmt, SCHEMA, max_file_size=4096)
+    state = initialize(s3_client, keys)
+    assert state == InitOutcome(guard="conditional")  # it holds the path's claim
+    upload = _UploadFn(keys, config, fmt, SCHEMA, max_file_size=4096)
     upload.setup()
     upload.start_bundle()
     for i in range(500):
-        upload.process(make_row(i), InitState())
+        upload.process(make_row(i), InitOutcome())
     (report,) = [w.value for w in upload.finish_bundle()]
     upload.teardown()
     assert report.files and all(len(f.part_checksums) == len(f.parts) for f in report.files)
-    finish = FinishFn(keys, config, fmt, SCHEMA, fail_on_error=True)
+    finish = _CompleteFn(keys, config, fmt, SCHEMA, fail_on_error=True)
     finish.setup()
     sent = []
     finish._client.meta.events.register(

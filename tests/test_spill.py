@@ -10,18 +10,18 @@ import pytest
 
 from beam_s3_sink import S3Config
 from beam_s3_sink.clients import shared_client
-from beam_s3_sink.completion import FinishFn, MergeReports
+from beam_s3_sink.completion import _CompleteFn, MergeReports
 from beam_s3_sink.formats import resolve_format
-from beam_s3_sink.init import prepare
+from beam_s3_sink.initialization import initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
-from beam_s3_sink.results import BundleReport, PendingFile
-from beam_s3_sink.spill import SpillFn, WriteSpilledFn, decode_blob
+from beam_s3_sink.messages import PendingFile, UploadReport
+from beam_s3_sink.spill import _SpillFn, _WriteSpilledFn, decode_blob
 from helpers import data_keys, pending_uploads, read_parquet
 from test_copy import SCHEMA, make_row
 
 
-def spill_bundles(bundles: List[range], fn: SpillFn) -> List[Tuple[str, bytes]]:
+def spill_bundles(bundles: List[range], fn: _SpillFn) -> List[Tuple[str, bytes]]:
     """Run ``fn`` over bundles of row ids, as a runner would; return every (key, blob)."""
     out: List[Tuple[str, bytes]] = []
     for ids in bundles:
@@ -40,7 +40,7 @@ def group(pairs: List[Tuple[str, bytes]]) -> Dict[str, List[bytes]]:
 
 
 def write_groups(keys: CopyKeys, config: S3Config, fmt, groups, state, layout: Layout = Layout()):
-    writer = WriteSpilledFn(keys, config, fmt, SCHEMA, 256 * 2**20, layout)
+    writer = _WriteSpilledFn(keys, config, fmt, SCHEMA, 256 * 2**20, layout)
     writer.setup()
     reports = [r for item in groups.items() for r in writer.process(item, state)]
     writer.teardown()
@@ -52,7 +52,7 @@ def finish(keys: CopyKeys, config: S3Config, fmt, reports, state):
     acc = combine.create_accumulator()
     for report in reports:
         acc = combine.add_input(acc, report)
-    fn = FinishFn(keys, config, fmt, SCHEMA, fail_on_error=True)
+    fn = _CompleteFn(keys, config, fmt, SCHEMA, fail_on_error=True)
     fn.setup()
     [result] = list(fn.process(combine.extract_output(acc), state))
     return result
@@ -61,10 +61,10 @@ def finish(keys: CopyKeys, config: S3Config, fmt, reports, state):
 def test_many_tiny_bundles_give_one_file_per_instance(s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "tiny"), "tiny")
     fmt = resolve_format("parquet")
-    state = prepare(s3_client, keys)
+    state = initialize(s3_client, keys)
     spills = []
     for _ in range(2):  # two DoFn instances, as on two parallel workers
-        fn = SpillFn(SCHEMA)
+        fn = _SpillFn(SCHEMA)
         fn.setup()
         spills.append(fn)
     # 500 bundles of 20 rows each, alternating between the two instances.
@@ -84,7 +84,7 @@ def test_many_tiny_bundles_give_one_file_per_instance(s3_config, s3_client, buck
 
 
 def test_groups_roll_over_at_group_bytes():
-    fn = SpillFn(SCHEMA, blob_bytes=64 * 1024, group_bytes=256 * 1024)
+    fn = _SpillFn(SCHEMA, blob_bytes=64 * 1024, group_bytes=256 * 1024)
     fn.setup()
     pairs = spill_bundles([range(b * 1000, b * 1000 + 1000) for b in range(40)], fn)
     groups = group(pairs)
@@ -103,8 +103,8 @@ def test_a_retried_bundle_or_writer_never_doubles_rows(s3_config, s3_client, buc
     leaves only pending uploads, which completion aborts: the rows are there exactly once."""
     keys = CopyKeys(S3Location(bucket, "retry"), "retry")
     fmt = resolve_format("csv")
-    state = prepare(s3_client, keys)
-    failed, retry = SpillFn(SCHEMA), SpillFn(SCHEMA)
+    state = initialize(s3_client, keys)
+    failed, retry = _SpillFn(SCHEMA), _SpillFn(SCHEMA)
     failed.setup()
     retry.setup()
     discarded = spill_bundles([range(300)], failed)  # the bundle then fails: outputs dropped
@@ -128,8 +128,8 @@ def test_a_retried_bundle_or_writer_never_doubles_rows(s3_config, s3_client, buc
 def test_a_bad_row_in_a_spilled_bundle_is_reported_naming_the_column(s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "bad"), "bad")
     fmt = resolve_format("parquet")
-    state = prepare(s3_client, keys)
-    fn = SpillFn(SCHEMA)
+    state = initialize(s3_client, keys)
+    fn = _SpillFn(SCHEMA)
     fn.setup()
     fn.start_bundle()
     pairs = list(fn.process(make_row(1))) + list(fn.process(dict(make_row(2), id="two")))
@@ -143,8 +143,8 @@ def test_a_bad_row_in_a_spilled_bundle_is_reported_naming_the_column(s3_config, 
 def test_spilled_batches_keep_partitions(keep, s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "parts"), "parts")
     fmt = resolve_format("parquet")
-    state = prepare(s3_client, keys)
-    fn = SpillFn(SCHEMA)
+    state = initialize(s3_client, keys)
+    fn = _SpillFn(SCHEMA)
     fn.setup()
     layout = Layout(("paid",), keep, 8)
     reports = write_groups(keys, s3_config, fmt, group(spill_bundles([range(50), range(50, 120)], fn)),
@@ -167,7 +167,7 @@ def test_merging_100k_reports_moves_each_file_once_per_level():
     for start in range(0, n, 1000):
         acc = combine.create_accumulator()
         for i in range(start, start + 1000):
-            acc = combine.add_input(acc, BundleReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 2),),
+            acc = combine.add_input(acc, UploadReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 2),),
                                                       rows=1, bytes=2, error=f"e{i}" if i in (7, 70) else None))
         accumulators.append(acc)
     merged = combine.merge_accumulators(accumulators)

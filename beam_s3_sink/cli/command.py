@@ -355,7 +355,7 @@ def abort_main(argv: Sequence[str], out: Any = sys.stdout) -> int:
     """``--abort SINK_ID --output s3://... [--force]``: remove what an incomplete copy left
     (:func:`beam_s3_sink.abort_copy`) and print it; 0 done, 2 refused or bad flags, 1 S3 failed."""
     from beam_s3_sink import CommittedCopyError, abort_copy
-    from beam_s3_sink.s3 import S3RequestError
+    from beam_s3_sink.errors import S3RequestError
 
     parser = _Parser(prog=f"{PROG} --abort", description="Remove what an incomplete copy left: its data "
                      "files, pending multipart uploads, sentinel and claim; nothing else.")

@@ -12,7 +12,7 @@ from .base import FileEncoder, Format
 from .csv import CsvFormat
 from .jsonl import JsonlFormat
 from .parquet import ParquetFormat
-from .text import TextFormat
+from .postgres_text import TextFormat
 
 __all__ = ["Format", "FileEncoder", "ParquetFormat", "CsvFormat", "TextFormat", "JsonlFormat",
            "FORMATS", "resolve_format"]

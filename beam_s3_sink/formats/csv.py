@@ -1,8 +1,8 @@
 """PostgreSQL ``COPY ... TO ... (FORMAT csv)`` output.
 
-Each record batch is rendered column by column (:mod:`.pgtext`), each field quoted by
+Each record batch is rendered column by column (:mod:`.postgres_values`), each field quoted by
 PostgreSQL's rule (``CopyAttributeOutCSV``), and the fields joined into lines, all with
-Arrow compute kernels; :mod:`.lines` writes the whole lines that fit in the file::
+Arrow compute kernels; :mod:`.line_encoder` writes the whole lines that fit in the file::
 
     batch ──▶ render columns ──▶ quote fields ──▶ join lines ──▶ LineEncoder ──▶ stream
 
@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .base import FileEncoder, Format
-from .lines import LineEncoder, check_compression, compressed_extension, join_lines
-from .pgtext import check_type, column_renderer
+from .line_encoder import LineEncoder, check_compression, compressed_extension, join_lines
+from .postgres_values import check_type, column_renderer
 
 __all__ = ["CsvFormat"]
 

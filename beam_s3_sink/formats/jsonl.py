@@ -25,7 +25,7 @@ uuid, json (ext.)      the UUID's text; the JSON text itself, unquoted
 A file is full once it reaches ``max_file_size``; lines are written whole, the ones that
 did not fit start the next file. With ``compression`` (``gzip`` or ``zstd``, through
 pyarrow's ``CompressedOutputStream``) the size is of the compressed bytes, measured as
-:mod:`.lines` does for CSV and text, whose line writer this format shares.
+:mod:`.line_encoder` does for CSV and text, whose line writer this format shares.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Any, BinaryIO, ClassVar, List, Optional
 import pyarrow as pa
 
 from .base import FileEncoder, Format
-from .lines import LineEncoder, check_compression, compressed_extension
+from .line_encoder import LineEncoder, check_compression, compressed_extension
 
 __all__ = ["JsonlFormat", "render_lines"]
 

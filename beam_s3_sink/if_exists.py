@@ -20,18 +20,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from .s3 import S3RequestError, call
+from .errors import ReplaceError, S3RequestError
+from .s3 import call
 
-__all__ = ["IF_EXISTS", "ReplaceError", "check_if_exists", "delete_keys"]
+__all__ = ["IF_EXISTS", "check_if_exists", "delete_keys"]
 
 _log = logging.getLogger(__name__)
 IF_EXISTS = ("error", "append", "replace")
 _DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
-
-
-class ReplaceError(S3RequestError):
-    """Deleting the replaced objects failed after the new copy committed: the new files and
-    the manifest stay, the sentinel stays too, and a rerun with the same sink id finishes."""
 
 
 def check_if_exists(if_exists: str) -> str:

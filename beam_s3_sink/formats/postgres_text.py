@@ -1,8 +1,8 @@
 """PostgreSQL ``COPY ... TO`` text format (its default): tab-separated, ``\\N`` for NULL.
 
-Each record batch is rendered column by column (:mod:`.pgtext`), each field escaped by
+Each record batch is rendered column by column (:mod:`.postgres_values`), each field escaped by
 PostgreSQL's rule (``CopyAttributeOutText``), and the fields joined into lines, all with
-Arrow compute kernels; :mod:`.lines` writes the whole lines that fit in the file::
+Arrow compute kernels; :mod:`.line_encoder` writes the whole lines that fit in the file::
 
     batch ──▶ render columns ──▶ backslash escapes ──▶ join lines ──▶ LineEncoder ──▶ stream
 
@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .base import FileEncoder, Format
-from .lines import LineEncoder, check_compression, compressed_extension, join_lines
-from .pgtext import check_type, column_renderer
+from .line_encoder import LineEncoder, check_compression, compressed_extension, join_lines
+from .postgres_values import check_type, column_renderer
 
 __all__ = ["TextFormat"]
 

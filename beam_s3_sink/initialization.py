@@ -2,7 +2,8 @@
 
 ::
 
-    Create([None]) ──▶ PrepareFn ──InitState──▶ AsSingleton side input of upload and finish
+    Initialize/Start                Initialize/Run
+    Create([None]) ──▶ _InitializeFn ──InitOutcome──▶ AsSingleton side input of upload and completion
                           ▲
           errors ──AsList─┘  (any element: write nothing, carry the error forward)
 
@@ -18,7 +19,7 @@ It lists ``P/`` and decides:
 * an object that ``ID`` did not write: fail, naming how many and the first few keys, and the
   clean-up command for an incomplete copy's sentinel (``if_exists="error"``; the claim is
   released); or leave it (``"append"``); or record its key, for completion to delete once the
-  copy has committed (``"replace"``, see :mod:`.existing`);
+  copy has committed (``"replace"``, see :mod:`.if_exists`);
 * otherwise: write the ``INCOMPLETE`` sentinel, then remove what an earlier failed run of
   ``ID`` left (pending multipart uploads, data files, a stale manifest). On a store that
   ignores ``If-None-Match`` the sentinel is followed by a re-list that decides between the
@@ -45,22 +46,23 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from .config import S3Config
+from .errors import S3RequestError
 from .claim import CONDITIONAL, FALLBACK, abort_hint, release_claim, take_claim
 from .keys import CopyKeys
 from .manifest import result_from_manifest
-from .results import InitState
+from .messages import InitOutcome
 from .clients import shared_client
-from .s3 import S3RequestError, call, list_keys, list_uploads
+from .s3 import call, list_keys, list_uploads
 
-__all__ = ["PrepareFn", "prepare", "fallback_winner"]
+__all__ = ["initialize", "fallback_winner"]
 
 _log = logging.getLogger(__name__)
 _SHOWN_FOREIGN_KEYS = 5
 NAMESPACE = "beam_s3_sink"
 
 
-class PrepareFn(beam.DoFn):
-    """Validates the destination and writes the sentinel; emits one :class:`InitState`."""
+class _InitializeFn(beam.DoFn):
+    """Validates the destination and writes the sentinel; emits one :class:`InitOutcome`."""
 
     def __init__(self, keys: CopyKeys, config: S3Config, if_exists: str = "error") -> None:
         self._keys = keys
@@ -72,22 +74,22 @@ class PrepareFn(beam.DoFn):
     def setup(self) -> None:
         self._client, self._retries = shared_client(self._config)
 
-    def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitState]:
+    def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
         for error in errors:
-            yield InitState(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
+            yield InitOutcome(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
         try:
-            state = prepare(self._client, self._keys, self._if_exists,
-                            self._config.objects.control_args())
+            state = initialize(self._client, self._keys, self._if_exists,
+                               self._config.objects.control_args())
         except S3RequestError as exc:
-            state = InitState(error=str(exc))
+            state = InitOutcome(error=str(exc))
         self._retries_counter.inc(self._retries.drain())
         yield state
 
 
-def prepare(client: Any, keys: CopyKeys, if_exists: str = "error",
-            put_args: Optional[Dict[str, Any]] = None) -> InitState:
-    """Run the init step against S3 (see the module docstring); return what it found.
+def initialize(client: Any, keys: CopyKeys, if_exists: str = "error",
+               put_args: Optional[Dict[str, Any]] = None) -> InitOutcome:
+    """Run initialization against S3 (see the module docstring); return what it found.
 
     ``put_args`` are extra ``PutObject`` parameters of the sentinel and the claim (encryption,
     checksum: ``ObjectSettings.control_args()``)."""
@@ -98,24 +100,24 @@ def prepare(client: Any, keys: CopyKeys, if_exists: str = "error",
     if keys.manifest in present and keys.sentinel not in present:
         data = call(client, "GetObject", bucket, keys.manifest)["Body"].read()
         _log.info("copy %s to %s already finished; reporting its result again", keys.sink_id, location.uri)
-        return InitState(done=result_from_manifest(data, location.object_uri(keys.manifest)))
+        return InitOutcome(done=result_from_manifest(data, location.object_uri(keys.manifest)))
 
     guard = ""
     if if_exists != "append":
         claim = take_claim(client, keys, put_args)
         if claim.mode is None:
-            return InitState(error=_claimed_by_other(keys, claim.holder or "?", claim.started))
+            return InitOutcome(error=_claimed_by_other(keys, claim.holder or "?", claim.started))
         guard = claim.mode
         present = {o["Key"] for o in list_keys(client, bucket, location.list_prefix)}
         if keys.manifest in present and keys.sentinel not in present:  # finished meanwhile
             _release(client, keys, guard)
             data = call(client, "GetObject", bucket, keys.manifest)["Body"].read()
-            return InitState(done=result_from_manifest(data, location.object_uri(keys.manifest)))
+            return InitOutcome(done=result_from_manifest(data, location.object_uri(keys.manifest)))
 
     foreign = sorted(k for k in present if not keys.is_owned(k) and k != keys.claim)
     if foreign and if_exists == "error":
         _release(client, keys, guard)
-        return InitState(error=_not_empty(keys, foreign))
+        return InitOutcome(error=_not_empty(keys, foreign))
 
     # The sentinel goes first, so that readers see "in progress" while leftovers are removed.
     call(client, "PutObject", bucket, keys.sentinel, Body=b"", **put_args)
@@ -123,7 +125,7 @@ def prepare(client: Any, keys: CopyKeys, if_exists: str = "error",
         winner = fallback_winner(client, keys)
         if winner != keys.sink_id:
             call(client, "DeleteObject", bucket, keys.sentinel)
-            return InitState(error=_claimed_by_other(keys, winner, ""))
+            return InitOutcome(error=_claimed_by_other(keys, winner, ""))
     warnings = _abort_uploads(client, keys)
     leftovers = sorted(k for k in present if k != keys.sentinel and keys.is_owned(k))
     for key in leftovers:
@@ -131,7 +133,7 @@ def prepare(client: Any, keys: CopyKeys, if_exists: str = "error",
     if leftovers:
         _log.info("removed %d object(s) left by an earlier failed run of copy %s", len(leftovers), keys.sink_id)
     replaced = tuple(foreign) if if_exists == "replace" else ()
-    return InitState(warnings=tuple(warnings), replaced=replaced, guard=guard)
+    return InitOutcome(warnings=tuple(warnings), replaced=replaced, guard=guard)
 
 
 def fallback_winner(client: Any, keys: CopyKeys) -> str:

@@ -1,6 +1,6 @@
-"""Line-oriented data files (CSV, text): whole lines, a size limit, optional compression.
+"""Line-oriented data files (CSV, text, JSON Lines): whole lines, a size limit, optional compression.
 
-The CSV and text encoders turn a record batch into one Arrow string array of lines (each
+The CSV, text and JSON Lines encoders turn a record batch into one Arrow string array of lines (each
 ending in ``\\n``); this module writes as many whole lines as fit in the file and hands the
 rest back for the next file::
 
