@@ -209,3 +209,21 @@ def test_every_link_between_the_pages_resolves():
             assert resolved in anchors, f"{name}: link to {path}, which is not a page"
             if fragment:
                 assert fragment[1:] in anchors[resolved], f"{name}: no heading {fragment} in {resolved}"
+
+
+def test_every_file_the_pages_name_exists():
+    named = set()
+    for name in ["README.md"] + [f"docs/{n}" for n in os.listdir(os.path.join(ROOT, "docs"))]:
+        # files (with an extension) and folders (with a trailing slash); not counters such as beam_s3_sink/rows
+        named |= set(re.findall(r"\b((?:beam_s3_sink|tests|pipelines|scripts|benchmarks)/[\w/.-]*?(?:\.[a-z]+\b|/))",
+                                page(name)))
+    missing = sorted(path for path in named if not os.path.exists(os.path.join(ROOT, path.split("::")[0])))
+    assert missing == [], missing
+
+
+def test_every_test_the_pages_name_exists():
+    sources = "".join(page(f"tests/{n}") for n in os.listdir(os.path.join(ROOT, "tests")) if n.endswith(".py"))
+    named = set()
+    for name in ["README.md"] + [f"docs/{n}" for n in os.listdir(os.path.join(ROOT, "docs"))]:
+        named |= set(re.findall(r"\b(test_\w+)\b(?!\.py)", page(name)))
+    assert sorted(n for n in named if f"def {n}(" not in sources) == []
