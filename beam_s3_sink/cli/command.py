@@ -59,16 +59,19 @@ examples:
       --schema 'id:int64!,kind:string,amount:decimal(12,2),at:timestamp[us,UTC]' \\
       --output s3://my-bucket/exports/events
 
-  # a generated trial data set, against a local S3-compatible server
-  {PROG} --source generate:100000 --output s3://scratch/trial \\
-      --s3_endpoint_url http://127.0.0.1:9000
+  # a generated trial data set to gzipped JSON Lines, against a local S3-compatible server
+  {PROG} --source generate:100000 --output s3://scratch/trial --format jsonl \\
+      --compression gzip --s3_endpoint_url http://127.0.0.1:9000
 
   # check every row without writing anything (exit 1 if a row would fail)
   {PROG} --source 'data/orders-*.csv' --format csv --output s3://my-bucket/exports/orders --dry-run
 
-  # the same copy on Flink (see docs for Dataflow)
-  {PROG} --source 's3://raw/orders/*.parquet' --output s3://my-bucket/exports/orders \\
-      --runner FlinkRunner --flink_master localhost:8081 --environment_type DOCKER
+  # remove what a crashed copy with sink id 'nightly' left (nothing of any other copy)
+  {PROG} --abort nightly --output s3://my-bucket/exports/orders
+
+  # on a Flink job server (docs/runners.md: Spark, Prism, Dataflow)
+  {PROG} --source generate:100000 --output s3://my-bucket/exports/orders-flink \\
+      --runner PortableRunner --job_endpoint localhost:8099 --parallelism 2 --environment_type LOOPBACK
 
 schema text form: name:type[!],... where ! means NOT NULL; types are pyarrow names (int64,
   float64, bool, string, binary, date32, time64[us], timestamp[us], timestamp[us,UTC],
