@@ -121,7 +121,11 @@ class _SpillFn(beam.DoFn):
         self._chunk_rows = 1024
 
     def process(self, row: Any) -> Iterable[Tuple[str, bytes]]:
-        if type(row) is not dict and is_arrow(row):
+        if type(row) is dict:  # the common case, kept lean: this runs once per row
+            rows = self._rows
+            rows.append(row)
+            return self._convert() if len(rows) >= self._chunk_rows else ()
+        if is_arrow(row):
             return self._add_arrow(row)
         try:
             self._rows.append(as_mapping(row))

@@ -123,6 +123,34 @@ class CsvFormat(Format):
         return (self.delimiter.join(names.to_pylist()) + "\n").encode()
 
 
+_DIGITS = "0123456789"
+# The characters PostgreSQL's text of a value of these types is made of (see .pgtext).
+_ALPHABETS = ((pa.types.is_boolean, "tf"),
+              (pa.types.is_integer, _DIGITS + "-"),
+              (pa.types.is_floating, _DIGITS + "-+.eNaInfity"),
+              (pa.types.is_date, _DIGITS + "- BC"),
+              (pa.types.is_time, _DIGITS + ":."),
+              (pa.types.is_timestamp, _DIGITS + "-:. +BC"))
+
+
+def never_quoted(fmt: CsvFormat, typ: pa.DataType) -> bool:
+    """Whether no value of ``typ`` can need quoting under ``fmt`` (unless forced): its text
+    never holds the delimiter, the quote, CR or LF, never equals the NULL string and is
+    never ``\\.``. Such columns skip the quoting kernels.
+
+    >>> never_quoted(CsvFormat(), pa.int64()), never_quoted(CsvFormat(delimiter="-"), pa.int64())
+    (True, False)
+    """
+    if isinstance(typ, pa.BaseExtensionType):
+        return False
+    for test, alphabet in _ALPHABETS:
+        if test(typ):
+            special = {fmt.delimiter, fmt.quote, "\n", "\r"}
+            null_possible = fmt.null != "" and set(fmt.null) <= set(alphabet)
+            return not (special & set(alphabet)) and not null_possible
+    return False
+
+
 class _CsvLines:
     """Renders a batch into CSV lines; the per-column choices are made once per file."""
 
@@ -132,10 +160,15 @@ class _CsvLines:
         self._renderers = [column_renderer(f.type, f.name) for f in schema]
         self._force: List[bool] = [forced is True or (forced is not False and n in forced)
                                    for n in schema.names]
+        self._plain = [not force and never_quoted(fmt, f.type) for f, force in zip(schema, self._force)]
         self._single = len(schema) == 1
 
     def __call__(self, batch: pa.RecordBatch) -> pa.Array:
         fmt = self._fmt
-        fields = [pc.fill_null(fmt.quote_fields(render(batch.column(i)), self._force[i], self._single), fmt.null)
-                  for i, render in enumerate(self._renderers)]
+        fields = []
+        for i, render in enumerate(self._renderers):
+            texts = render(batch.column(i))
+            if not self._plain[i]:
+                texts = fmt.quote_fields(texts, self._force[i], self._single)
+            fields.append(pc.fill_null(texts, fmt.null) if texts.null_count else texts)
         return join_lines(fields, fmt.delimiter)

@@ -307,7 +307,8 @@ def _render_timestamps(array: pa.Array, utc: bool) -> pa.Array:
         # The cast writes every digit of the unit's fraction; PostgreSQL drops trailing zeros.
         texts = pc.cast(array.cast(pa.timestamp(unit)) if utc else array, pa.string())
         if width:
-            texts = pc.replace_substring_regex(texts, r"\.?0+$", "")
+            # "…:10.500000" → "…:10.5", "…:10.000000" → "…:10" (the point stops the first trim)
+            texts = pc.utf8_rtrim(pc.utf8_rtrim(texts, characters="0"), characters=".")
         return pc.binary_join_element_wise(texts, zone, "") if utc else texts
     seconds, fractions = np.divmod(rest, per_second)
     years, months, dd = _civil(days)
