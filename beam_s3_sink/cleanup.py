@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from .claim import read_claim_holder
-from .errors import CommittedCopyError
 from .config import S3Config
+from .errors import CommittedCopyError
 from .keys import CopyKeys, parse_s3_uri, validate_sink_id
 from .s3 import call, list_keys, list_uploads
 
@@ -61,8 +61,10 @@ def abort_copy(uri: str, sink_id: str, s3: Optional[S3Config] = None, force: boo
                client: Optional[object] = None) -> AbortReport:
     """Remove what copy ``sink_id`` left under ``uri``; return what was removed.
 
-    >>> abort_copy("s3://bucket/exports/orders", "nightly-2026-12-01", s3=S3Config())  # doctest: +SKIP
-    AbortReport(uri='s3://bucket/exports/orders', sink_id='nightly-2026-12-01', deleted=(...), ...)
+    >>> _ = client.put_object(Bucket="bucket", Key="exports/orders/_nightly-INCOMPLETE", Body=b"")
+    >>> print(abort_copy("s3://bucket/exports/orders", "nightly", client=client).describe())
+    copy 'nightly' in s3://bucket/exports/orders: deleted 1 object(s), aborted 0 pending upload(s)
+      deleted s3://bucket/exports/orders/_nightly-INCOMPLETE
 
     Raises :class:`CommittedCopyError` for a finished copy unless ``force``, and
     ``S3RequestError`` when a request is refused (what was removed before stays removed;

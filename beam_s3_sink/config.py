@@ -201,9 +201,10 @@ class S3Config:
     def make_session(self) -> Any:
         """A boto3 session holding these credentials (assuming ``role_arn`` if set).
 
-        >>> creds = S3Config(role_arn="arn:aws:iam::111122223333:role/export",
-        ...                  external_id="x").make_session().get_credentials()  # doctest: +SKIP
-        >>> creds.method                                                       # doctest: +SKIP
+        >>> creds = S3Config(access_key_id="AKIA...", secret_access_key="s3cr3t",
+        ...                  role_arn="arn:aws:iam::111122223333:role/export",
+        ...                  external_id="x").make_session().get_credentials()
+        >>> creds.method  # assumed on first use, and again before they expire
         'assume-role'
         """
         import boto3
@@ -222,8 +223,12 @@ class S3Config:
         credentials: each refresh calls ``AssumeRole`` with ``source``'s credentials."""
         import botocore.session
         from botocore.config import Config
-        from botocore.credentials import (AssumeRoleCredentialFetcher, CredentialProvider,
-                                          CredentialResolver, DeferredRefreshableCredentials)
+        from botocore.credentials import (
+            AssumeRoleCredentialFetcher,
+            CredentialProvider,
+            CredentialResolver,
+            DeferredRefreshableCredentials,
+        )
 
         source_credentials = source.get_credentials()
         if source_credentials is None:

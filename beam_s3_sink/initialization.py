@@ -42,14 +42,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, Iterable, List, Optional
 
-
+from .claim import CONDITIONAL, FALLBACK, abort_hint, release_claim, take_claim
+from .clients import _S3DoFn
 from .config import S3Config
 from .errors import S3RequestError
-from .claim import CONDITIONAL, FALLBACK, abort_hint, release_claim, take_claim
 from .keys import CopyKeys
 from .manifest import result_from_manifest
 from .messages import InitOutcome
-from .clients import _S3DoFn
 from .s3 import call, list_keys, list_uploads, read_object
 
 __all__ = ["initialize", "fallback_winner"]

@@ -139,7 +139,7 @@ class ObjectSettings:
     def attach(self, client: Any) -> None:
         """Make ``client`` send ``ExpectedBucketOwner`` on every request that takes it.
 
-        >>> ObjectSettings(expected_bucket_owner="111122223333").attach(client)  # doctest: +SKIP
+        >>> ObjectSettings(expected_bucket_owner="111122223333").attach(client)
         """
         if self.expected_bucket_owner is None:
             return

@@ -52,7 +52,8 @@ def redact(text: str) -> str:
 class CredentialRedactor(logging.Filter):
     """A logging filter that masks credential values in a record's message.
 
-    >>> logging.getLogger("botocore.parsers").addFilter(CredentialRedactor())  # doctest: +SKIP
+    >>> logger = logging.getLogger("my.http.client")
+    >>> logger.addFilter(CredentialRedactor())
     """
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -40,9 +40,10 @@ _log = logging.getLogger(__name__)
 class RetryCounter:
     """Counts the retries botocore makes on one client, from any thread.
 
-    >>> client = S3Config(...).make_client()                      # doctest: +SKIP
-    >>> retries = RetryCounter.attach(client)                     # doctest: +SKIP
-    >>> Metrics.counter("beam_s3_sink", "retries").inc(retries.drain())  # doctest: +SKIP
+    >>> from beam_s3_sink import S3Config
+    >>> retries = RetryCounter.attach(S3Config(region_name="us-east-1").make_client())
+    >>> retries.drain()  # in the DoFn: Metrics.counter("beam_s3_sink", "retries").inc(retries.drain())
+    0
 
     botocore emits ``request-created`` before every attempt of a request, with the attempt
     number in the request's context; an attempt after the first is a retry. Beam counters
@@ -146,7 +147,13 @@ def call(client: Any, operation: str, bucket: str, key: Optional[str] = None, **
     Every S3 request of the package goes through here, so every failure reads alike and
     carries S3's error code and HTTP status (:class:`~beam_s3_sink.errors.S3RequestError`).
 
-    >>> call(client, "HeadObject", "bucket", "exports/_nightly-INCOMPLETE")   # doctest: +SKIP
+    >>> _ = client.put_object(Bucket="bucket", Key="exports/_nightly-INCOMPLETE", Body=b"")
+    >>> call(client, "HeadObject", "bucket", "exports/_nightly-INCOMPLETE")["ContentLength"]
+    0
+    >>> call(client, "HeadObject", "bucket", "exports/_nightly-manifest.json")
+    Traceback (most recent call last):
+    ...
+    beam_s3_sink.errors.S3RequestError: S3 refused HeadObject on s3://bucket/exports/_nightly-manifest.json: 404...
     """
     method = getattr(client, _snake(operation))
     try:
@@ -201,9 +208,12 @@ class MultipartStream(io.RawIOBase):
     """A write-only file object that uploads what is written as parts of one multipart upload.
 
     >>> stream = MultipartStream(client, "bucket", "p/id-0123456789abcdef-0001.csv",
-    ...                          part_size=8 * 2**20, pool=pool, max_in_flight=4)  # doctest: +SKIP
-    >>> stream.write(b"a,b\\n")                                                  # doctest: +SKIP
-    >>> pending = stream.finish(rows=1)                                          # doctest: +SKIP
+    ...                          part_size=8 * 2**20, pool=pool, max_in_flight=4)
+    >>> stream.write(b"a,b\\n")
+    4
+    >>> pending = stream.finish(rows=1)
+    >>> pending.rows, pending.bytes, len(pending.parts)  # uploaded, not completed: invisible
+    (1, 4, 1)
 
     The upload is created lazily, on the first part. ``finish`` uploads the remaining bytes
     as the last part (an empty part for an empty file) and returns a :class:`PendingFile`;
@@ -239,7 +249,7 @@ class MultipartStream(io.RawIOBase):
     def tell(self) -> int:
         return self._position
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         self._buffer += view
         self._position += len(view)
@@ -255,7 +265,7 @@ class MultipartStream(io.RawIOBase):
         pass
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         return False
 
     # upload -----------------------------------------------------------------------------

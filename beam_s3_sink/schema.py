@@ -235,8 +235,7 @@ def _column(rows: Sequence[Mapping[str, Any]], field: pa.Field) -> pa.Array:
     # pyarrow would take a Beam Timestamp as an int of seconds in the column's unit: convert.
     convert = converter(field.type, rows=pa.types.is_timestamp(field.type) and _has_instants(values))
     try:
-        array = pa.array([convert(v) for v in values] if convert else values,
-                         type=field.type, from_pandas=False)
+        array = _to_array([convert(v) for v in values] if convert else values, field.type)
     except _CONVERSION_ERRORS:
         array = _column_of_rows(values, field)
     if not field.nullable and array.null_count:
@@ -246,6 +245,43 @@ def _column(rows: Sequence[Mapping[str, Any]], field: pa.Field) -> pa.Array:
             f"column {name!r} expects {field.type} and is not nullable, but it is {state} in row "
             f"{_short(dict(rows[index]))}")
     return array
+
+
+def _to_array(values: List[Any], typ: pa.DataType) -> pa.Array:
+    """``pa.array(values, typ)``, also where ``typ`` nests an extension type (a list of UUIDs, a
+    struct with a JSON field), which pyarrow does not build from Python values: such a column
+    is built with the extension's storage type and cast to ``typ``."""
+    plain = _nested_storage(typ)
+    if plain is typ:
+        return pa.array(values, type=typ, from_pandas=False)
+    return pa.array(values, type=plain, from_pandas=False).cast(typ)
+
+
+def _nested_storage(typ: pa.DataType, nested: bool = False) -> pa.DataType:
+    """``typ`` with every extension type below its top replaced by its storage type (``typ``
+    itself, the same object, when it has none)."""
+    if isinstance(typ, pa.BaseExtensionType):
+        return _nested_storage(typ.storage_type, True) if nested else typ
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        inner = _nested_storage(typ.value_type, True)
+        if inner is typ.value_type:
+            return typ
+        field = typ.value_field.with_type(inner)
+        if pa.types.is_fixed_size_list(typ):
+            return pa.list_(field, typ.list_size)
+        return pa.large_list(field) if pa.types.is_large_list(typ) else pa.list_(field)
+    if pa.types.is_map(typ):
+        key, item = _nested_storage(typ.key_type, True), _nested_storage(typ.item_type, True)
+        if key is typ.key_type and item is typ.item_type:
+            return typ
+        return pa.map_(typ.key_field.with_type(key), typ.item_field.with_type(item), typ.keys_sorted)
+    if pa.types.is_struct(typ):
+        fields = [typ.field(i) for i in range(typ.num_fields)]
+        inner_types = [_nested_storage(f.type, True) for f in fields]
+        if all(t is f.type for t, f in zip(inner_types, fields)):
+            return typ
+        return pa.struct([f.with_type(t) for f, t in zip(fields, inner_types)])
+    return typ
 
 
 def _has_instants(values: List[Any]) -> bool:
@@ -258,13 +294,12 @@ def _column_of_rows(values: List[Any], field: pa.Field) -> pa.Array:
     """Retry a refused column with ``beam.Row`` structs as dicts; else name the bad value."""
     convert = converter(field.type, rows=True)
     try:
-        return pa.array([convert(v) for v in values] if convert else values,
-                        type=field.type, from_pandas=False)
+        return _to_array([convert(v) for v in values] if convert else values, field.type)
     except _CONVERSION_ERRORS:
         pass
     for value in values:
         try:
-            pa.array([convert(value) if convert else value], type=field.type, from_pandas=False)
+            _to_array([convert(value) if convert else value], field.type)
         except _CONVERSION_ERRORS as cause:
             raise RowError(
                 f"column {field.name!r} expects {field.type}, but a row holds {_short(value)} "
@@ -281,7 +316,8 @@ def _why(value: Any, typ: pa.DataType, cause: BaseException) -> str:
         if not low <= value <= high:
             return f"out of range: {typ} holds {low} to {high}"
     if pa.types.is_decimal(typ) and isinstance(value, decimal.Decimal) and value.is_finite():
-        sign, digits, exponent = value.as_tuple()
+        _, digits, exponent = value.as_tuple()
+        assert isinstance(exponent, int)  # a finite decimal's ('n', 'N', 'F' are NaN and infinity)
         scale = max(0, -exponent)
         whole = max(0, len(digits) + exponent)
         if scale > typ.scale and value != value.quantize(decimal.Decimal(1).scaleb(-typ.scale)):

@@ -97,11 +97,13 @@ def shuffles_spills(pipeline: beam.Pipeline) -> bool:
 class CopyToS3(beam.PTransform):
     """Copy a bounded PCollection to S3 as Parquet or CSV; output exactly one CopyToResult.
 
-    >>> with beam.Pipeline() as p:                                         # doctest: +SKIP
-    ...     result = (p | beam.Create([{"id": 1, "name": "a"}])
-    ...                 | CopyToS3("s3://bucket/exports/orders", format="parquet",
-    ...                            schema=pa.schema([("id", pa.int64()), ("name", pa.string())])))
-    ...     result | beam.Map(lambda r: print(r.rows, r.files))
+    >>> schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    >>> with beam.Pipeline() as p:
+    ...     result = (p | beam.Create([{"id": 1, "name": "a"}, {"id": "x", "name": "b"}])
+    ...                 | CopyToS3("s3://bucket/exports/orders", format="csv", schema=schema,
+    ...                            validate_only=True))  # a dry run; without it, the copy
+    ...     _ = result | beam.Map(lambda r: print(r.rows, r.invalid_rows))
+    2 1
 
     Args:
       uri: ``s3://bucket[/path]``; the path must be empty but for objects of this sink id.
@@ -161,7 +163,8 @@ class CopyToS3(beam.PTransform):
                                         or not 1 <= num_batches <= MAX_BATCHES):
             raise ValueError(f"CopyToS3: num_batches must be an int from 1 to {MAX_BATCHES}, got {num_batches!r}")
         self._num_batches = num_batches
-        self._layout = Layout(partition_by, bool(keep_partition_columns), max_open_files)
+        columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+        self._layout = Layout(columns, bool(keep_partition_columns), max_open_files)
         self._validate_only = bool(validate_only)
         self._resolved: Optional[Any] = None  # (schema, S3Config) once expanded, for display_data
 

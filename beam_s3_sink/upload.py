@@ -33,12 +33,12 @@ import pyarrow as pa
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
+from .clients import _S3DoFn
 from .config import S3Config
 from .formats.base import Format
 from .keys import CopyKeys, new_token
 from .layout import Layout
 from .messages import InitOutcome, PendingFile
-from .clients import _S3DoFn
 from .writer import FileWriter
 
 __all__: List[str] = []  # its DoFns are private: CopyToS3 wires them
@@ -74,6 +74,7 @@ class _UploadBase(_S3DoFn):
             self._pool.shutdown(wait=True)
 
     def _writer(self, name: Any) -> FileWriter:
+        assert self._pool is not None, "setup() makes the pool"
         return FileWriter(self._client, self._pool, self._config, self._format, self._schema,
                           self._max_file_size, self._keys.location.bucket, name, self._layout,
                           on_file=self._count_file)

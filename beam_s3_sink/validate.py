@@ -54,7 +54,7 @@ class _Discard(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         size = memoryview(data).nbytes
         self._position += size
         return size
@@ -66,7 +66,7 @@ class _Discard(io.RawIOBase):
         pass
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         return False
 
 

@@ -50,13 +50,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import pyarrow as pa
 
+from .arrow_input import ARROW_TYPES, conform_batches
 from .config import S3Config
+from .errors import CopyToS3Error, EncodeError, RowError
 from .formats.base import ENCODE_ERRORS, FileEncoder, Format
 from .layout import Layout
-from .errors import CopyToS3Error, EncodeError, RowError
 from .messages import PendingFile, UploadReport
 from .s3 import MultipartStream
-from .arrow_input import ARROW_TYPES, conform_batches
 from .schema import as_mapping, rows_to_batch
 
 __all__ = ["FileWriter"]
@@ -111,10 +111,12 @@ class _Sequence:
 class FileWriter:
     """Writes rows into pending data files; see the module docstring.
 
-    >>> writer = FileWriter(client, pool, config, fmt, schema, 256 * 2**20, "bucket",
-    ...                     lambda directory, n: keys.data_file(token, n, fmt.extension, directory))
-    ...                                                              # doctest: +SKIP
-    >>> writer.add({"id": 1}); report = writer.finish()              # doctest: +SKIP
+    >>> from beam_s3_sink import CsvFormat
+    >>> writer = FileWriter(client, pool, S3Config(), CsvFormat(), pa.schema([("id", pa.int64())]),
+    ...                     256 * 2**20, "bucket", lambda directory, n: f"p/part-{n:04d}.csv")
+    >>> writer.add({"id": 1}); writer.add({"id": 2}); report = writer.finish()
+    >>> report.rows, [f.key for f in report.files]  # pending: completion makes them visible
+    (2, ['p/part-0001.csv'])
     """
 
     def __init__(self, client: Any, pool: ThreadPoolExecutor, config: S3Config, fmt: Format,

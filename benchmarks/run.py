@@ -425,7 +425,7 @@ def lineitem_main(args: argparse.Namespace) -> int:
         print(f"\nTPC-H lineitem SF{args.scale} ({meta.num_rows:,} rows, {meta.num_columns} columns, "
               f"{meta.num_row_groups} row groups, {os.path.getsize(path) / 2**20:.0f} MiB), local Parquet -> "
               f"moto S3 on loopback, {os.cpu_count()} cores, median of {args.repeat} run(s)\n")
-        print(f"| way | seconds | rows/s | peak RSS MiB | × DuckDB |\n| --- | ---: | ---: | ---: | ---: |")
+        print("| way | seconds | rows/s | peak RSS MiB | × DuckDB |\n| --- | ---: | ---: | ---: | ---: |")
         for c in cases:
             ratio = f"{median[c] / median['duckdb']:.2f}" if "duckdb" in median else ""
             print(f"| {LINEITEM_LABELS[c]} | {median[c]:.1f} | {meta.num_rows / median[c]:,.0f} | {rss[c]:.0f} | {ratio} |")

@@ -57,7 +57,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> Tuple[argparse.Namespace, List[
 @contextlib.contextmanager
 def embedded_s3(choice: str) -> Iterator[Tuple[str, str]]:
     """An S3 server on free loopback ports for as long as the block runs: (name, endpoint)."""
-    from pipelines.s3servers import start_moto, start_seaweedfs, free_port, S3Server
+    from pipelines.s3servers import S3Server, free_port, start_moto, start_seaweedfs
 
     server: Optional[S3Server] = None
     if choice in ("auto", "seaweedfs"):

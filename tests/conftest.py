@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -27,8 +27,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 if os.path.dirname(_HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(_HERE))
 
-from pipelines.s3servers import (  # noqa: E402  (re-exported for the test modules)
-    ACCESS_KEY, REGION, SECRET_KEY, SERVERS, S3Server, free_port, start_moto, start_server)
+if TYPE_CHECKING:
+    import jobservers  # noqa: F401  (tests/jobservers.py, imported by the fixtures when needed)
+
+from pipelines.s3servers import ACCESS_KEY, REGION, SECRET_KEY, SERVERS, S3Server, free_port, start_moto, start_server  # noqa: E402, F401  (re-exported for the test modules)
 
 #: Runners that run in this process. "direct" names the FnApiRunner, which is what Beam 2.77's
 #: DirectRunner falls back to after first trying Prism (a failed download here, every pipeline).

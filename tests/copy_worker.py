@@ -16,9 +16,8 @@ import json
 import sys
 import time
 
-from beam_s3_sink import S3Config
-
 import helpers
+from beam_s3_sink import S3Config
 from conftest import ACCESS_KEY, REGION, SECRET_KEY
 
 
@@ -47,7 +46,8 @@ def main(path: str) -> None:
                       fail_on_error=False, max_file_size=job.get("max_file_size", 256 * 2**20))
         pause = job.get("slow", 0)
         if pause:
-            make = (lambda i, pause=pause: slow_row(i, pause))
+            def make(i, pause=pause):
+                return slow_row(i, pause)
             result = helpers.run_copy(generate=(make, job["rows"]), **kwargs)
         else:
             result = helpers.run_copy([row(i) for i in range(job["rows"])], **kwargs)

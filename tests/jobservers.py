@@ -124,7 +124,7 @@ def start_server(name: str, command: Sequence[str], port: int, log_dir: str,
             if time.monotonic() > deadline:
                 server.stop()
                 raise RunnerSetupError(f"{name} did not answer on port {port} within {START_TIMEOUT:.0f} s; "
-                                       f"its log {log_path} ends:\n{server.log_tail()}")
+                                       f"its log {log_path} ends:\n{server.log_tail()}") from None
         finally:
             channel.close()
 

@@ -118,7 +118,7 @@ def _wait_ready(server: PostgresServer, process: subprocess.Popen, log: str) -> 
             return
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"postgres did not accept connections within 60 s:\n{_tail(log)}")
+                raise RuntimeError(f"postgres did not accept connections within 60 s:\n{_tail(log)}") from None
             time.sleep(0.2)
 
 

@@ -4,9 +4,7 @@ PostgreSQL's ``COPY ... FROM`` for CSV/text); batches that do not fit the schema
 column with nothing visible."""
 
 
-import datetime
 import io
-import os
 import typing
 from typing import Iterator, Optional
 
@@ -18,14 +16,20 @@ import pyarrow.parquet as pq
 import pytest
 
 from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat, TextFormat
+from beam_s3_sink.arrow_hash import row_hashes
 from beam_s3_sink.arrow_input import conform, widens
 from beam_s3_sink.errors import BatchError
-from beam_s3_sink.arrow_hash import row_hashes
 from beam_s3_sink.sharding import shard_numbers
 from conftest import across_runners
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
-from test_pgcopy import COLUMNS, ROW_COUNT, SCHEMA as PG_SCHEMA, assert_loads_back, assert_same_lines, \
-    corpus_tables, make_row as pg_row  # noqa: F401 - corpus_tables is a fixture
+from test_pgcopy import (
+    ROW_COUNT,
+    assert_loads_back,
+    assert_same_lines,
+    corpus_tables,  # noqa: F401 - corpus_tables is a fixture
+)
+from test_pgcopy import SCHEMA as PG_SCHEMA
+from test_pgcopy import make_row as pg_row
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()),
                     ("amount", pa.float64()), ("day", pa.date32()), ("kind", pa.string())])
@@ -272,7 +276,7 @@ def test_read_parquet_batched_without_a_schema_says_what_to_pass(s3_config, buck
 
 @pytest.mark.parametrize("fmt", [CsvFormat(header=True), TextFormat(), CsvFormat(compression="gzip")],
                          ids=["csv", "text", "csv.gz"])
-def test_csv_and_text_from_batches_load_into_postgres_equal(fmt, corpus_tables, s3_config, s3_client, bucket):
+def test_csv_and_text_from_batches_load_into_postgres_equal(fmt, corpus_tables, s3_config, s3_client, bucket):  # noqa: F811 - the fixture imported above
     from beam_s3_sink.schema import rows_to_batch
 
     batches = [rows_to_batch([pg_row(i) for i in range(start, min(start + 7, ROW_COUNT))], PG_SCHEMA)

@@ -81,7 +81,7 @@ def test_help_reads_like_documentation():
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0
     for text in ("--source", "generate:ROWS", "--schema", "--format", "examples:", "exit status",
-                 "--runner FlinkRunner"):
+                 "--runner PortableRunner --job_endpoint", "--abort nightly"):
         assert text in completed.stdout
 
 

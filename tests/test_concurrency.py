@@ -86,8 +86,9 @@ def sides(prefixes: List[str], lanes: int = 2) -> Dict[str, List[list]]:
 
 
 def check_rounds(client, endpoint: str, bucket: str, results: Dict[str, list], rounds: int,
-                 old_keys: Dict[str, str] = {}) -> Dict[str, int]:
+                 old_keys: Optional[Dict[str, str]] = None) -> Dict[str, int]:
     """Each round: one commit, one clean failure naming the winner, nothing of the loser left."""
+    old_keys = old_keys or {}
     figures = {"commits": 0, "failures": 0, "loser_objects": 0, "pending_uploads": 0}
     a = sorted(results["a"], key=lambda r: r["prefix"])
     b = sorted(results["b"], key=lambda r: r["prefix"])

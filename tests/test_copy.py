@@ -10,14 +10,12 @@ import typing
 import apache_beam as beam
 import pyarrow as pa
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat, S3Config
+from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_types import Order
-from helpers import (data_keys, get_bytes, list_objects, pending_uploads, read_manifest,
-                     read_parquet, run_copy)
 from conftest import LOCAL_RUNNERS, SERVERS
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, read_parquet, run_copy
 
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 

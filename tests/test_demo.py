@@ -10,7 +10,6 @@ import re
 import subprocess
 import sys
 
-
 from pipelines.demo_data import FLIGHTS_ROWS, flights_path, read_flights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

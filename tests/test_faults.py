@@ -11,11 +11,10 @@ import json
 import random
 import uuid
 
-import apache_beam as beam
 import pyarrow as pa
 import pytest
 
-from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat, S3Config
+from beam_s3_sink import CopyToS3, CsvFormat, S3Config
 from beam_s3_sink.completion import _CompleteFn
 from beam_s3_sink.initialization import initialize
 from beam_s3_sink.keys import CopyKeys, S3Location

@@ -7,7 +7,6 @@ import datetime
 import decimal
 import gzip
 import io
-import json
 import os
 import threading
 
@@ -222,7 +221,7 @@ def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, 
     assert relative_keys(first, "b1") == relative_keys(again, "b2") == [
         f"nightly-batch-{b:04d}-0001.parquet" for b in range(4)]
     seen = []
-    for result, prefix in ((first, "b1"), (again, "b2")):
+    for prefix in ("b1", "b2"):
         by_batch = {}
         for key in data_keys(s3_client, bucket, prefix):
             rows = read_parquet(s3_client, bucket, key).to_pylist()
@@ -278,11 +277,11 @@ def test_num_batches_hash_depends_on_no_format(s3_config, s3_client, bucket):
 
 
 def test_num_batches_a_retried_batch_commits_only_the_reported_uploads(s3_config, s3_client, bucket):
-    from beam_s3_sink.sharding import _ShardUploadFn
     from beam_s3_sink.completion import _CompleteFn
     from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.initialization import initialize
     from beam_s3_sink.keys import CopyKeys, S3Location
+    from beam_s3_sink.sharding import _ShardUploadFn
 
     keys = CopyKeys(S3Location(bucket, "p"), "retried")
     fmt = resolve_format("csv")
@@ -397,8 +396,8 @@ def test_partition_writer_keeps_at_most_max_open_files_open(s3_config, s3_client
     largest file is closed to open another (so partitions get several files), nothing is lost."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.completion import _CompleteFn
+    from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.initialization import initialize
     from beam_s3_sink.keys import CopyKeys, S3Location
     from beam_s3_sink.writer import FileWriter

@@ -18,14 +18,13 @@ import uuid
 
 import apache_beam as beam
 import duckdb
-import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import readers
 from beam_s3_sink import CopyToS3, ParquetFormat
 from beam_s3_sink.schema import resolve_schema
-import readers
 from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
 from parquet_types import Event, Point, Priced
 
@@ -218,7 +217,7 @@ def test_every_type_reads_back_in_every_reader(types, spark, s3_config, s3_clien
     ``compatible`` (the default): every reader opens the files and gives back every value
     (or its documented equivalent). ``exact``: pyarrow, DuckDB and Polars give back the exact
     types and values; Spark cannot open a file with UUID, TIME or TIMESTAMP(NANOS) columns.
-    The README's per-reader type table for the profile is made from what the readers returned.
+    docs/formats.md's per-reader type table for the profile is made from what the readers returned.
     """
     fmt = ParquetFormat(types=types)
     result = run_copy(ROWS, uri=f"s3://{bucket}/all", schema=ALL_TYPES, s3=s3_config, format=fmt)
@@ -295,7 +294,7 @@ def _pretty_arrow(typ: pa.DataType) -> str:
 
 
 def type_table(fmt: ParquetFormat, results) -> str:
-    """The README's table for ``fmt.types``: per column of the all-types schema, the type in
+    """docs/formats.md's table for ``fmt.types``: per column of the all-types schema, the type in
     the file and what each reader gives back (its type; ``≠`` where values differ from the
     documented equivalent; ``✗`` where it cannot read the column)."""
     file_schema = fmt.file_schema(ALL_TYPES)
@@ -321,25 +320,25 @@ def type_table(fmt: ParquetFormat, results) -> str:
     return "\n".join(lines) + "\n"
 
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+FORMATS_DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "formats.md")
 
 
 def readme_table_check(types: str, table: str) -> None:
-    """The README's table between ``<!-- parquet-types:NAME -->`` markers must be ``table``;
-    ``BEAM_S3_SINK_WRITE_README=1`` writes it there instead."""
+    """docs/formats.md's table between ``<!-- parquet-types:NAME -->`` markers must be ``table``;
+    ``BEAM_S3_SINK_WRITE_DOCS=1`` writes it there instead."""
     begin, end = f"<!-- parquet-types:{types} -->\n", f"<!-- /parquet-types:{types} -->"
-    with open(README, encoding="utf-8") as f:
+    with open(FORMATS_DOC, encoding="utf-8") as f:
         text = f.read()
-    assert begin in text and end in text, f"README.md lacks the {begin.strip()} ... {end} markers"
+    assert begin in text and end in text, f"docs/formats.md lacks the {begin.strip()} ... {end} markers"
     head, rest = text.split(begin, 1)
     current, tail = rest.split(end, 1)
-    if os.environ.get("BEAM_S3_SINK_WRITE_README"):
-        with open(README, "w", encoding="utf-8") as f:
+    if os.environ.get("BEAM_S3_SINK_WRITE_DOCS"):
+        with open(FORMATS_DOC, "w", encoding="utf-8") as f:
             f.write(head + begin + table + end + tail)
         return
     assert current == table, (
-        f"README.md's {types!r} type table is not what the readers returned; rerun with "
-        f"BEAM_S3_SINK_WRITE_README=1 to rewrite it. Returned:\n{table}")
+        f"docs/formats.md's {types!r} type table is not what the readers returned; rerun with "
+        f"BEAM_S3_SINK_WRITE_DOCS=1 to rewrite it. Returned:\n{table}")
 
 
 def test_duckdb_reads_the_partitioned_copy_straight_from_s3(s3_endpoint, s3_config, s3_client, bucket):

@@ -23,7 +23,7 @@ from psycopg import sql
 
 from beam_s3_sink import CopyToS3, CsvFormat, TextFormat
 from beam_s3_sink.formats.postgres_values import render_column
-from helpers import data_keys, get_bytes, read_manifest, run_copy
+from helpers import data_keys, get_bytes, run_copy
 
 D = decimal.Decimal
 US = 10**6
@@ -74,7 +74,9 @@ def _ts_values(per_second: int) -> list:
     if per_second == 10**9:  # int64 nanoseconds: 1677..2262, whole microseconds for PostgreSQL
         return [0, -1000, 1000, 1_500_000_000, 9_223_372_036_854_775_000, -9_223_372_036_854_775_000,
                 1_700_000_000_123_456_000, None]
-    scale = lambda micros: micros * per_second // US
+    def scale(micros):
+        return micros * per_second // US
+
     days = [0, -1, 1, -719162, -719163, -719528, -2_000_000, 2_932_896, 72_300_000]
     out = [scale(d * DAY_US) for d in days] + [scale(d * DAY_US + DAY_US - US) for d in days]
     out += [scale(d * DAY_US + 12 * 3600 * US + US // 2) for d in days if per_second >= 1000]

@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from beam_s3_sink import CsvFormat, ParquetFormat, TextFormat
-from beam_s3_sink.schema import rows_to_batch
 from beam_s3_sink.formats.parquet import to_file_table
+from beam_s3_sink.schema import rows_to_batch
 from helpers import data_keys, list_objects, pending_uploads, read_parquet, run_copy
 
 UTC = datetime.timezone.utc
@@ -285,7 +285,9 @@ def test_pipeline_parquet_copy_reads_back_equal(s3_config, s3_client, table):
     result = run_copy(rows, uri=f"s3://{bucket}/p", schema=schema, s3=s3_config, format="parquet")
     assert result.ok and result.rows == len(rows)
     back = [r for key in data_keys(s3_client, bucket, "p") for r in read_parquet(s3_client, bucket, key).to_pylist()]
-    as_tuples = lambda rs: sorted((tuple(r[n] for n in schema.names) for r in rs), key=lambda t: repr(canon(t)))
+    def as_tuples(rs):
+        return sorted((tuple(r[n] for n in schema.names) for r in rs), key=lambda t: repr(canon(t)))
+
     assert same(as_tuples(back), as_tuples(rows))
 
 

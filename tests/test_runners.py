@@ -27,10 +27,18 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_s3_sink import CopyToS3, CsvFormat
-from beam_s3_sink.sharding import shard_numbers
 from beam_s3_sink.keys import CopyKeys, S3Location
-from helpers import (_write_pickle, data_keys, get_bytes, list_objects, pending_uploads,
-                     read_manifest, read_parquet, run_copy)
+from beam_s3_sink.sharding import shard_numbers
+from helpers import (
+    _write_pickle,
+    data_keys,
+    get_bytes,
+    list_objects,
+    pending_uploads,
+    read_manifest,
+    read_parquet,
+    run_copy,
+)
 
 SCHEMA = pa.schema([
     ("id", pa.int64()),

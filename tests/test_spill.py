@@ -10,7 +10,7 @@ import pytest
 
 from beam_s3_sink import S3Config
 from beam_s3_sink.clients import shared_client
-from beam_s3_sink.completion import _CompleteFn, MergeReports
+from beam_s3_sink.completion import MergeReports, _CompleteFn
 from beam_s3_sink.formats import resolve_format
 from beam_s3_sink.initialization import initialize
 from beam_s3_sink.keys import CopyKeys, S3Location

@@ -53,7 +53,7 @@ def test_parquet_stats_match_duckdb_parquet_metadata(s3_config, s3_client, bucke
         duck = {name: (int(nulls), low, high) for name, nulls, low, high in rows}
         ours = {s.column: s for s in copied.stats}
         assert set(duck) == set(ours)
-        for name, (nulls, low, high) in duck.items():
+        for name, (nulls, _low, _high) in duck.items():
             assert ours[name].null_count == nulls, name
         # min/max: DuckDB's values over the file itself (its stats strings sort as text).
         agg = duckdb.sql(f"SELECT min(id), max(id), min(name), max(name), min(amount), max(amount), "

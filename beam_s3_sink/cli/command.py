@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
@@ -38,12 +38,12 @@ from apache_beam.runners.runner import PipelineState
 
 from beam_s3_sink import CopyToS3, S3Config
 from beam_s3_sink.errors import CopyToS3Error, S3RequestError
-from beam_s3_sink.formats import resolve_format
 from beam_s3_sink.s3 import read_object
 from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 from beam_s3_sink.cli.runner import with_default_runner
 from beam_s3_sink.cli.schema_text import SchemaSyntaxError, format_schema, load_schema
 from beam_s3_sink.cli.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source, source_totals
+from beam_s3_sink.formats import resolve_format
 
 __all__ = ["main", "build_parser", "plan_copy", "CopyPlan", "UsageError"]
 
@@ -61,16 +61,19 @@ examples:
       --schema 'id:int64!,kind:string,amount:decimal(12,2),at:timestamp[us,UTC]' \\
       --output s3://my-bucket/exports/events
 
-  # a generated trial data set, against a local S3-compatible server
-  {PROG} --source generate:100000 --output s3://scratch/trial \\
-      --s3_endpoint_url http://127.0.0.1:9000
+  # a generated trial data set to gzipped JSON Lines, against a local S3-compatible server
+  {PROG} --source generate:100000 --output s3://scratch/trial --format jsonl \\
+      --compression gzip --s3_endpoint_url http://127.0.0.1:9000
 
   # check every row without writing anything (exit 1 if a row would fail)
   {PROG} --source 'data/orders-*.csv' --format csv --output s3://my-bucket/exports/orders --dry-run
 
-  # the same copy on Flink (see docs for Dataflow)
-  {PROG} --source 's3://raw/orders/*.parquet' --output s3://my-bucket/exports/orders \\
-      --runner FlinkRunner --flink_master localhost:8081 --environment_type DOCKER
+  # remove what a crashed copy with sink id 'nightly' left (nothing of any other copy)
+  {PROG} --abort nightly --output s3://my-bucket/exports/orders
+
+  # on a Flink job server (docs/runners.md: Spark, Prism, Dataflow)
+  {PROG} --source generate:100000 --output s3://my-bucket/exports/orders-flink \\
+      --runner PortableRunner --job_endpoint localhost:8099 --parallelism 2 --environment_type LOOPBACK
 
 schema text form: name:type[!],... where ! means NOT NULL; types are pyarrow names (int64,
   float64, bool, string, binary, date32, time64[us], timestamp[us], timestamp[us,UTC],
@@ -105,7 +108,7 @@ class UsageError(CopyToS3Error, ValueError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, not argparse's usage block
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
         raise UsageError(f"{message} (see --help)")
 
 
@@ -176,7 +179,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
 
     ``progress_dir`` is where local workers report rows read (see :mod:`beam_s3_sink.cli.progress`).
 
-    >>> plan_copy(["--source", "generate:10", "--output", "s3://b/p"]).schema.names[:2]
+    >>> plan_copy(["--source", "generate:10", "--output", "s3://bucket/p"]).schema.names[:2]
     ['order_id', 'customer_id']
     """
     argv = list(argv)
@@ -229,6 +232,7 @@ def _format(args: argparse.Namespace) -> Any:
     if "force_quote" in given:
         given["force_quote"] = True if given["force_quote"] == "*" else tuple(
             c.strip() for c in given["force_quote"].split(",") if c.strip())
+    assert dataclasses.is_dataclass(fmt) and not isinstance(fmt, type)  # every format is one (formats/base.py)
     names = {f.name for f in dataclasses.fields(fmt)}
     foreign = sorted(f"--{flag}" for flag in given if flag not in names)
     if foreign:
@@ -255,8 +259,10 @@ def _check_beam_flags(beam_args: List[str]) -> None:
         raise UsageError(f"unknown flag {name}{hint} (see --help)")
 
 
-def run(plan: CopyPlan, out: Any = sys.stdout) -> int:
-    """Run the copy with a progress line, then print the summary; the exit status."""
+def run(plan: CopyPlan, out: Any = None) -> int:
+    """Run the copy with a progress line, then print the summary (to ``out``, default the
+    ``sys.stdout`` of the call); the exit status."""
+    out = sys.stdout if out is None else out
     verb = "Checking (dry run, nothing is written)" if plan.dry_run else "Copying"
     print(f"{verb} {plan.source.describe()} to {plan.output} as {plan.format_name}, "
           f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:", file=out)
@@ -345,14 +351,15 @@ def one_line_error(exc: BaseException) -> str:
     if found:
         line = found[-1]
     else:
-        lines = [l.strip() for l in text.splitlines() if l.strip()]
+        lines = [part.strip() for part in text.splitlines() if part.strip()]
         line = lines[-1] if lines else type(exc).__name__
     return re.sub(r"\s*\[while running '[^']*'\]", "", line).strip()
 
 
-def abort_main(argv: Sequence[str], out: Any = sys.stdout) -> int:
+def abort_main(argv: Sequence[str], out: Any = None) -> int:
     """``--abort SINK_ID --output s3://... [--force]``: remove what an incomplete copy left
     (:func:`beam_s3_sink.abort_copy`) and print it; 0 done, 2 refused or bad flags, 1 S3 failed."""
+    out = sys.stdout if out is None else out
     from beam_s3_sink import CommittedCopyError, abort_copy
 
     parser = _Parser(prog=f"{PROG} --abort", description="Remove what an incomplete copy left: its data "

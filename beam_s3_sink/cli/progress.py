@@ -69,7 +69,7 @@ class RowCounter:
         return {"_dir": self._dir}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["_dir"])
+        RowCounter.__init__(self, state["_dir"])
 
     def setup(self) -> None:
         self._metric = Metrics.counter(NAMESPACE, ROWS_READ)
@@ -198,9 +198,14 @@ class ProgressLine:
     On a terminal it rewrites one line; elsewhere (a log, a pipe) it prints a line every
     ``log_every`` seconds when the count has changed.
 
-    >>> with ProgressLine(progress_dir) as progress:   # doctest: +SKIP
-    ...     progress.result = pipeline.run()
-    ...     progress.result.wait_until_finish()
+    >>> import io, tempfile
+    >>> progress_dir, out = tempfile.mkdtemp(), io.StringIO()
+    >>> counter = RowCounter(progress_dir)  # in the source's DoFn: setup(), add(n), flush()
+    >>> counter.setup(); counter.add(7); counter.flush()
+    >>> with ProgressLine(progress_dir, out=out, total_rows=10) as progress:
+    ...     pass  # progress.result = pipeline.run(); progress.result.wait_until_finish()
+    >>> print(out.getvalue().strip())
+    progress: 70% (7 of 10 rows), ... rows/s, 0 s elapsed, about 0 s left
     """
 
     def __init__(self, progress_dir: Optional[str], out: TextIO = sys.stderr, log_every: float = 5.0,

@@ -412,7 +412,8 @@ class _Generate(beam.DoFn):
 
     def process(self, shard: int) -> Iterator[Dict[str, Any]]:
         count = 0
-        for count, row in enumerate(orders_shard(shard, self._rows), 1):
+        for row in orders_shard(shard, self._rows):
+            count += 1
             yield row
         self._counter.add(count)
 
@@ -424,7 +425,10 @@ class ReadSource(beam.PTransform):
     """Read ``source`` as Arrow tables of ``schema`` (rows, dicts, for generate), counting rows read
     on ``counter``.
 
-    >>> rows = p | ReadSource(parse_source("in/*.csv"), schema, RowCounter())  # doctest: +SKIP
+    >>> with beam.Pipeline() as p:
+    ...     rows = p | ReadSource(parse_source("generate:3"), ORDERS_SCHEMA, RowCounter())
+    ...     _ = rows | beam.combiners.Count.Globally() | beam.Map(print)
+    3
     """
 
     def __init__(self, source: Source, schema: pa.Schema, counter: RowCounter) -> None:

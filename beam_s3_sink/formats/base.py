@@ -39,7 +39,7 @@ module and one test file (and its name in ``formats/__init__.py``). The module d
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Protocol, Tuple
 
 import pyarrow as pa
 
@@ -48,7 +48,7 @@ from ..errors import EncodeError
 if TYPE_CHECKING:
     from ..stats import ColumnStats
 
-__all__ = ["Format", "FileEncoder", "ENCODE_ERRORS"]
+__all__ = ["Format", "FileEncoder", "OutputStream", "ENCODE_ERRORS"]
 
 ENCODE_ERRORS = (EncodeError, pa.ArrowException)
 """What an encoder raises for a value it cannot write: its own :class:`EncodeError` (naming
@@ -56,10 +56,23 @@ the column), or pyarrow's error from a kernel or the Parquet writer. Anything el
 and is left to fail the bundle."""
 
 
+class OutputStream(Protocol):
+    """Where an encoder writes a data file: a ``MultipartStream``, or ``io.BytesIO`` in tests.
+
+    pyarrow's writers take any such file object; ``tell`` is how the encoders measure a file.
+    """
+
+    def write(self, data: Any) -> int: ...
+
+    def tell(self) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 class FileEncoder(abc.ABC):
     """Encodes record batches into one data file. Made by :meth:`Format.open`."""
 
-    def __init__(self, out: BinaryIO, max_file_size: int) -> None:
+    def __init__(self, out: OutputStream, max_file_size: int) -> None:
         self.out = out
         self.max_file_size = max_file_size
         self.rows = 0
@@ -102,7 +115,7 @@ class Format(abc.ABC):
         """The data files' ``Content-Type``: ``application/vnd.apache.parquet``, ``text/csv``,
         ``application/gzip`` for a gzipped CSV... (``ObjectSettings.content_type`` overrides it)."""
 
-    def check_schema(self, schema: pa.Schema) -> None:
+    def check_schema(self, schema: pa.Schema) -> None:  # noqa: B027 - a hook: by default every schema is accepted
         """Raise ``ValueError`` (at pipeline construction) for a schema this format cannot write."""
 
     def file_schema(self, schema: pa.Schema) -> pa.Schema:
@@ -110,12 +123,12 @@ class Format(abc.ABC):
         return schema
 
     @abc.abstractmethod
-    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
+    def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         """Start one data file written to ``out``."""
 
     def describe(self) -> Dict[str, Any]:
         """The format and its options, for the manifest."""
         import dataclasses
 
-        options = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
+        options: Dict[str, Any] = dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
         return {"name": self.name, "extension": self.extension, "options": options}

@@ -16,12 +16,12 @@ header line holds the column names, quoted by the same rule but never forced.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO, ClassVar, List, Optional, Tuple, Union
+from typing import ClassVar, List, Optional, Tuple, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .base import FileEncoder, Format
+from .base import FileEncoder, Format, OutputStream
 from .line_encoder import LineEncoder, check_compression, compressed_content_type, compressed_extension, join_lines
 from .postgres_values import check_type, column_renderer
 
@@ -94,7 +94,7 @@ class CsvFormat(Format):
                 raise ValueError(f"CsvFormat: force_quote names columns not in the schema: {missing}; "
                                  f"the columns are {schema.names}")
 
-    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
+    def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         header = self.header_line(schema) if self.header else b""
         return LineEncoder(out, max_file_size, _CsvLines(self, schema), self.compression, header)
 

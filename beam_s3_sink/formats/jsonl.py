@@ -37,12 +37,12 @@ import json
 import math
 import uuid
 from dataclasses import dataclass
-from typing import Any, BinaryIO, ClassVar, List, Optional
+from typing import Any, ClassVar, List, Optional
 
 import pyarrow as pa
 
 from ..errors import EncodeError
-from .base import FileEncoder, Format
+from .base import FileEncoder, Format, OutputStream
 from .line_encoder import LineEncoder, check_compression, compressed_content_type, compressed_extension
 
 __all__ = ["JsonlFormat", "render_lines"]
@@ -77,13 +77,13 @@ class JsonlFormat(Format):
         for field in schema:
             _check_type(field.name, field.type)
 
-    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
+    def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         # Whole lines, the size limit and compression: the same writer as CSV and text.
         return LineEncoder(out, max_file_size, _line_array, self.compression)
 
 
 def _check_type(name: str, typ: pa.DataType) -> None:
-    if isinstance(typ, pa.ExtensionType):
+    if isinstance(typ, pa.BaseExtensionType):
         if typ.extension_name in ("arrow.uuid", "arrow.json"):
             return
         raise ValueError(f"JsonlFormat: column {name!r} has extension type {typ}, which JSON Lines cannot write")
@@ -110,7 +110,7 @@ def _value(value: Any, typ: pa.DataType) -> str:
     """The JSON text of one Python value of Arrow type ``typ`` (see the module's table)."""
     if value is None:
         return "null"
-    if isinstance(typ, pa.ExtensionType):
+    if isinstance(typ, pa.BaseExtensionType):
         return value if typ.extension_name == "arrow.json" else json.dumps(str(value))
     if isinstance(value, bool):
         return "true" if value else "false"

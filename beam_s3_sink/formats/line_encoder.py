@@ -23,20 +23,22 @@ pyarrow already): one streaming API for both codecs, and no new dependency.
 from __future__ import annotations
 
 import io
-from typing import Any, BinaryIO, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..stats import ColumnStats, StatsCounter
-from .base import FileEncoder
+from .base import FileEncoder, OutputStream
 
 __all__ = ["COMPRESSIONS", "check_compression", "compressed_extension", "compressed_content_type", "join_lines",
            "LineEncoder"]
 
 COMPRESSIONS = {"gzip": "gz", "zstd": "zst"}
 _COMPRESSED_CONTENT_TYPES = {"gzip": "application/gzip", "zstd": "application/zstd"}
+_TRAILER_BYTES = 32
+"""Room kept for what a compressor writes when it ends (gzip: a last block and 8 bytes)."""
 
 
 def check_compression(owner: str, compression: Optional[str]) -> None:
@@ -79,14 +81,14 @@ class _KeepOpen(io.RawIOBase):
     """Passes writes to ``out`` but never closes it: pyarrow closes what it wraps, and the
     caller still needs the stream (``MultipartStream.finish``, ``BytesIO.getvalue``)."""
 
-    def __init__(self, out: BinaryIO) -> None:
+    def __init__(self, out: OutputStream) -> None:
         super().__init__()
         self._out = out
 
     def writable(self) -> bool:
         return True
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         self._out.write(data)
         return memoryview(data).nbytes
 
@@ -97,14 +99,14 @@ class _KeepOpen(io.RawIOBase):
         pass
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         return False
 
 
 class LineEncoder(FileEncoder):
     """One data file of lines: ``render(batch)`` gives the lines, this writes whole ones."""
 
-    def __init__(self, out: BinaryIO, max_file_size: int, render: Callable[[pa.RecordBatch], pa.Array],
+    def __init__(self, out: OutputStream, max_file_size: int, render: Callable[[pa.RecordBatch], pa.Array],
                  compression: Optional[str] = None, header: bytes = b"") -> None:
         super().__init__(out, max_file_size)
         self._render = render
@@ -115,6 +117,8 @@ class LineEncoder(FileEncoder):
         if compression is not None:
             self._sink = pa.CompressedOutputStream(_KeepOpen(out), compression)
         self._compressed = compression is not None
+        # The bytes that may be written before close(): all of them, less the compressor's end.
+        self._limit = max_file_size - (_TRAILER_BYTES if self._compressed else 0)
         self._counter: Optional[StatsCounter] = None
         if header:
             self._emit(header)
@@ -128,7 +132,7 @@ class LineEncoder(FileEncoder):
 
     def _room(self) -> int:
         """Uncompressed bytes that may still go in."""
-        left = self.max_file_size - self._written()
+        left = self._limit - self._written()
         if not self._compressed or left <= 0:
             return left
         ratio = self._written() / self._plain if self._plain and self._written() else 1.0
@@ -174,7 +178,7 @@ class LineEncoder(FileEncoder):
 
     @property
     def full(self) -> bool:
-        return self._stopped or self._written() >= self.max_file_size
+        return self._stopped or self._written() >= self._limit
 
     def close(self) -> None:
         if self._compressed:

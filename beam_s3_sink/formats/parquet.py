@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Any, BinaryIO, ClassVar, List, Optional, Tuple
+from typing import Any, ClassVar, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 
 from ..errors import EncodeError
 from ..stats import ColumnStats, parquet_footer_stats
-from .base import FileEncoder, Format
+from .base import FileEncoder, Format, OutputStream
 
 __all__ = ["ParquetFormat", "parquet_schema", "to_file_table", "TYPE_PROFILES"]
 
@@ -152,7 +152,7 @@ class ParquetFormat(Format):
         """The schema the files hold for rows of ``schema`` (see :func:`parquet_schema`)."""
         return parquet_schema(schema, self.types)
 
-    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> "ParquetEncoder":
+    def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> "ParquetEncoder":
         return ParquetEncoder(self, schema, out, max_file_size)
 
     def writer_options(self) -> dict:
@@ -344,7 +344,7 @@ def _uuid_as_text(value: Any, typ: pa.DataType) -> Any:
 class ParquetEncoder(FileEncoder):
     """One Parquet file: buffers a row group of batches, then encodes it."""
 
-    def __init__(self, fmt: ParquetFormat, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> None:
+    def __init__(self, fmt: ParquetFormat, schema: pa.Schema, out: OutputStream, max_file_size: int) -> None:
         super().__init__(out, max_file_size)
         self._schema = schema
         self._file_schema = fmt.file_schema(schema)

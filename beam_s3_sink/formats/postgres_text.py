@@ -15,13 +15,13 @@ written as it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO, ClassVar, Optional
+from typing import ClassVar, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import EncodeError
-from .base import FileEncoder, Format
+from .base import FileEncoder, Format, OutputStream
 from .line_encoder import LineEncoder, check_compression, compressed_content_type, compressed_extension, join_lines
 from .postgres_values import check_type, column_renderer
 
@@ -76,7 +76,7 @@ class TextFormat(Format):
         for field in schema:
             check_type(field)
 
-    def open(self, schema: pa.Schema, out: BinaryIO, max_file_size: int) -> FileEncoder:
+    def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         return LineEncoder(out, max_file_size, _TextLines(self, schema), self.compression)
 
     def escape_fields(self, texts: pa.Array) -> pa.Array:

@@ -36,7 +36,7 @@ pipeline is built, naming the column.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Callable, List, Optional
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -160,6 +160,7 @@ def format_float(value: float, single: bool = False) -> str:
     if abs(value) >= (2.0**20 if single else 2.0**49):
         shortest = _off_the_bounds(value, shortest, single)
     sign, digits, exponent = Decimal(shortest).as_tuple()
+    assert isinstance(exponent, int)  # the value is finite here
     text = "".join(map(str, digits)).rstrip("0") or "0"
     if text == "0":
         return "-0" if sign else "0"
@@ -357,7 +358,7 @@ def _quote_elements(texts: pa.Array) -> pa.Array:
 
 def _check_rectangular(array: pa.Array, name: str) -> None:
     # PostgreSQL's multi-dimensional arrays are rectangular and have no NULL sub-arrays.
-    def shape(value: list, depth: int) -> Optional[tuple]:
+    def shape(value: list, depth: int) -> Tuple[int, ...]:
         if depth == 0 or not isinstance(value, list):
             return ()
         shapes = set()
@@ -385,7 +386,7 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _with_nulls(texts: List[Optional[str]], like: pa.Array) -> pa.Array:
+def _with_nulls(texts: Sequence[Optional[str]], like: pa.Array) -> pa.Array:
     if like.null_count:
         return pa.array(texts, pa.string(), mask=like.is_null().to_numpy(zero_copy_only=False))
     return pa.array(texts, pa.string())

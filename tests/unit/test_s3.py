@@ -1,0 +1,189 @@
+"""s3: MultipartStream against the fake, the one call path, listings, error messages, retries."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import pytest
+from botocore.exceptions import EndpointConnectionError
+
+from beam_s3_sink.errors import S3RequestError
+from beam_s3_sink.s3 import MultipartStream, RetryCounter, call, describe_error, error_code, list_keys, list_uploads
+
+from .fakes import FakeS3, client_error
+
+KEY = "p/id-0123456789abcdef-0001.csv"
+
+
+@pytest.fixture
+def pool():
+    with ThreadPoolExecutor(4) as executor:
+        yield executor
+
+
+def stream(fake, pool, **kwargs):
+    options = dict(part_size=4, pool=pool, max_in_flight=2)
+    options.update(kwargs)
+    return MultipartStream(fake, "bucket", KEY, **options)
+
+
+def test_parts_of_part_size_then_the_rest(fake_s3, pool):
+    out = stream(fake_s3, pool)
+    assert out.write(b"abcdefghij") == 10 and out.tell() == 10
+    pending = out.finish(rows=3)
+    upload = fake_s3.uploads[pending.upload_id]
+    assert [upload.parts[n][1] for n in sorted(upload.parts)] == [b"abcd", b"efgh", b"ij"]
+    assert pending.parts == tuple((n, upload.parts[n][0]) for n in (1, 2, 3))
+    assert (pending.key, pending.rows, pending.bytes) == (KEY, 3, 10)
+    assert fake_s3.keys() == []  # nothing visible: the upload is not completed
+
+
+def test_the_parts_complete_into_the_bytes_written(fake_s3, pool):
+    out = stream(fake_s3, pool)
+    for chunk in (b"a", b"bcdef", memoryview(b"ghijk"), bytearray(b"l")):
+        out.write(chunk)
+    pending = out.finish(rows=1)
+    fake_s3.complete_multipart_upload(Bucket="bucket", Key=KEY, UploadId=pending.upload_id,
+                                      MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e}
+                                                                 for n, e in pending.parts]})
+    assert fake_s3.body(KEY) == b"abcdefghijkl"
+
+
+def test_the_upload_is_created_lazily_and_an_empty_file_gets_one_empty_part(fake_s3, pool):
+    out = stream(fake_s3, pool)
+    assert fake_s3.operations() == [] and out.upload_id is None
+    pending = out.finish(rows=0)
+    assert fake_s3.operations() == ["CreateMultipartUpload", "UploadPart"]
+    assert fake_s3.uploads[pending.upload_id].parts[1][1] == b"" and pending.bytes == 0
+
+
+def test_create_args_and_part_checksums(fake_s3, pool):
+    out = stream(fake_s3, pool, create_args={"ContentType": "text/csv"},
+                 part_args={"ChecksumAlgorithm": "CRC32C"})
+    out.write(b"abcdef")
+    pending = out.finish(rows=1)
+    assert fake_s3.uploads[pending.upload_id].args == {"ContentType": "text/csv"}
+    assert len(pending.part_checksums) == 2 and all(c.startswith("sum-") for c in pending.part_checksums)
+
+
+def test_a_store_without_part_checksums_is_named(pool):
+    fake = FakeS3(part_checksums=False)
+    out = stream(fake, pool, part_args={"ChecksumAlgorithm": "SHA256"})
+    out.write(b"abc")
+    with pytest.raises(S3RequestError, match="did not return the ChecksumSHA256 .*checksum_algorithm=None"):
+        out.finish(rows=1)
+
+
+def test_closing_keeps_the_stream_usable(fake_s3, pool):
+    out = stream(fake_s3, pool)
+    out.write(b"ab")
+    out.close()
+    assert not out.closed and out.writable()
+    assert out.finish(rows=1).bytes == 2
+
+
+def test_abort_gives_the_upload_up(fake_s3, pool):
+    out = stream(fake_s3, pool)
+    out.write(b"abcdefgh")
+    upload_id = out.upload_id
+    out.abort()
+    assert upload_id not in fake_s3.uploads and "AbortMultipartUpload" in fake_s3.operations()
+
+
+def test_abort_of_an_unstarted_stream_calls_nothing(fake_s3, pool):
+    stream(fake_s3, pool).abort()
+    assert fake_s3.operations() == []
+
+
+def test_a_refused_part_fails_finish_naming_it(fake_s3, pool):
+    fake_s3.refuse("UploadPart", "AccessDenied")
+    out = stream(fake_s3, pool)
+    out.write(b"abcdefgh")
+    with pytest.raises(S3RequestError, match=f"S3 refused UploadPart on s3://bucket/{KEY}: AccessDenied.*s3:PutObject"):
+        out.finish(rows=1)
+
+
+def test_at_most_max_in_flight_parts_are_pending(fake_s3):
+    """The stream waits for the oldest part before queueing one more than ``max_in_flight``."""
+    queued = []
+
+    class Recording:
+        def submit(self, fn, *args):
+            from concurrent.futures import Future
+            future = Future()
+            queued.append((future, fn, args))
+            return future
+
+    out = MultipartStream(fake_s3, "bucket", KEY, part_size=1, pool=Recording(), max_in_flight=2)
+    out.write(b"ab")
+    assert len(queued) == 2
+    for future, fn, args in queued:  # complete them, as a pool would
+        future.set_result(fn(*args))
+    out.write(b"c")
+    assert len(queued) == 3
+
+
+def test_call_passes_bucket_and_key_and_translates_errors(fake_s3):
+    fake_s3.put_object(Bucket="bucket", Key="k", Body=b"x")
+    assert call(fake_s3, "HeadObject", "bucket", "k")["ContentLength"] == 1
+    with pytest.raises(S3RequestError, match="S3 refused ListObjectsV2 on s3://nope/p/: NoSuchBucket .*create it"):
+        call(fake_s3, "ListObjectsV2", "nope", Prefix="p/")
+
+
+def test_call_translates_connection_errors():
+    class Down:
+        def head_object(self, **_):
+            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:9")
+
+    with pytest.raises(S3RequestError, match="S3 request HeadObject on s3://b/k failed: Could not connect"):
+        call(Down(), "HeadObject", "b", "k")
+
+
+def test_listings_follow_every_page(fake_s3):
+    for i in range(5):
+        fake_s3.put_object(Bucket="bucket", Key=f"p/{i}", Body=b"")
+    fake_s3.put_object(Bucket="bucket", Key="q/0", Body=b"")
+    assert [o["Key"] for o in list_keys(fake_s3, "bucket", "p/")] == [f"p/{i}" for i in range(5)]
+    ids = [fake_s3.create_multipart_upload(Bucket="bucket", Key=f"p/{i}")["UploadId"] for i in range(5)]
+    assert sorted(list_uploads(fake_s3, "bucket", "p/")) == [(f"p/{i}", u) for i, u in enumerate(ids)]
+    assert fake_s3.operations().count("ListObjectsV2") == 3  # pages of two
+
+
+@pytest.mark.parametrize("code, hint", [
+    ("NoSuchBucket", "the bucket does not exist"),
+    ("AccessDenied", "lack the IAM permission s3:ListBucket"),
+    ("InvalidAccessKeyId", "check the credentials"),
+    ("SignatureDoesNotMatch", "secret key does not match"),
+    ("ExpiredToken", "session token has expired"),
+    ("SlowDown", ""),
+])
+def test_describe_error_hints(code, hint):
+    text = describe_error(client_error(code, "ListObjectsV2", "msg"), "ListObjectsV2", "b", "p/")
+    assert text.startswith(f"S3 refused ListObjectsV2 on s3://b/p/: {code} (msg)") and hint in text
+
+
+def test_describe_error_of_an_assume_role_failure():
+    text = describe_error(client_error("AccessDenied", "AssumeRole", "not allowed"), "PutObject", "b", "k")
+    assert "assuming the role (sts:AssumeRole) for PutObject on s3://b/k failed: AccessDenied" in text
+    assert "role_arn" in text
+
+
+def test_describe_error_of_anything_else():
+    assert describe_error(OSError("boom"), "GetObject", "b") == "GetObject on s3://b failed: OSError: boom"
+
+
+def test_error_code():
+    assert error_code(client_error("NoSuchKey", "GetObject")) == "NoSuchKey"
+    assert error_code(ValueError()) is None
+
+
+def test_retry_counter_counts_attempts_after_the_first():
+    fake = FakeS3()
+    counter = RetryCounter.attach(fake)
+    (event, handler), = fake.meta.events.handlers
+    assert event == "request-created.s3"
+    for attempt in (1, 2, 3, 1):
+        handler(request=SimpleNamespace(context={"retries": {"attempt": attempt}}), operation_name="UploadPart")
+    handler(request=SimpleNamespace(context=None))
+    assert counter.drain() == 2 and counter.drain() == 0

@@ -1,0 +1,65 @@
+"""validate (dry run): reports, their merge, and the check of rows and Arrow batches."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_s3_sink.formats import CsvFormat, ParquetFormat
+from beam_s3_sink.keys import CopyKeys, S3Location
+from beam_s3_sink.layout import Layout
+from beam_s3_sink.validate import MAX_SHOWN, MergeValidation, ValidationReport
+from beam_s3_sink.validate import _ReportValidationFn as ReportValidationFn
+from beam_s3_sink.validate import _ValidateFn as ValidateFn
+
+from .beam_testing import collected, pipeline
+
+SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
+
+
+def test_merge_sums_and_keeps_the_first_few_sorted():
+    a = ValidationReport(5, 2, ("b", "d"))
+    b = ValidationReport(3, MAX_SHOWN, tuple(f"c{i:02d}" for i in range(MAX_SHOWN)))
+    merged = a.merge(b)
+    assert (merged.rows, merged.invalid_rows) == (8, 2 + MAX_SHOWN)
+    assert merged.invalid == tuple(sorted(a.invalid + b.invalid))[:MAX_SHOWN]
+
+
+def check(rows, fmt=CsvFormat(), layout=Layout()):
+    with pipeline() as p:
+        reports = collected(p | beam.Create(rows, reshuffle=False) | beam.ParDo(ValidateFn(fmt, SCHEMA, layout))
+                            | beam.CombineGlobally(MergeValidation()))
+    report, = reports
+    return report
+
+
+def test_bad_rows_are_counted_and_named_with_their_position():
+    rows = [{"id": 1, "day": "a"}, {"id": "x", "day": "a"}, {"id": 3, "day": "nul\x00"}, 7]
+    report = check(rows)
+    assert (report.rows, report.invalid_rows) == (4, 3)
+    text = " | ".join(report.invalid)
+    assert "row 1: " in text and "column 'id' expects int64" in text and "NUL" in text and "row 3: " in text
+
+
+def test_partition_values_are_checked():
+    report = check([{"id": 1, "day": None}, {"id": 2, "day": 5}], fmt=ParquetFormat(),
+                   layout=Layout(partition_by=("day",)))
+    assert (report.rows, report.invalid_rows) == (2, 1)  # NULL is the default partition; 5 is no string
+    assert "row 1: RowError: partition column 'day' expects string, but a row holds 5" in report.invalid[0]
+
+
+def test_arrow_batches_are_checked_whole_then_row_by_row():
+    good = pa.record_batch({"id": [1, 2], "day": ["a", "b"]})
+    bad = pa.record_batch({"id": [1, 2], "day": ["a", "b\x00"]})
+    report = check([good, bad])
+    assert (report.rows, report.invalid_rows) == (4, 1)
+
+
+def test_the_result_of_a_dry_run():
+    keys = CopyKeys(S3Location("b", "p"), "s1")
+    with pipeline() as p:
+        out = (p | beam.Create([ValidationReport(10, 1, ("bundle x, row 3: bad",))])
+                 | beam.ParDo(ReportValidationFn(keys)) | beam.Map(lambda r: (r.dry_run, r.rows, r.ok, r.error)))
+        assert_that(out, equal_to([(True, 10, False,
+                                    "dry run: 1 of 10 row(s) would fail the copy; the first: bundle x, row 3: bad")]))
