@@ -10,7 +10,8 @@
         ├── RowError                     a row does not fit the schema (column, type, value)
         ├── CoercionError                a value cannot be made into its column's type
         ├── BatchError                   an Arrow batch does not fit the schema (column, both types)
-        └── EncodeError                  a format cannot encode a value (column, value)
+        ├── EncodeError                  a format cannot encode a value (column, value)
+        └── UsageError, SourceError, SchemaSyntaxError   the CLI's (beam_s3_sink.cli): exit 2
 
 So ``except CopyToS3Error`` catches whatever this package raises; the value errors are also
 ``ValueError``\\ s, as Python code expects of a value that does not fit. Mistakes found when the

@@ -37,6 +37,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 from apache_beam.runners.runner import PipelineState
 
 from beam_s3_sink import CopyToS3, S3Config
+from beam_s3_sink.errors import CopyToS3Error, S3RequestError
+from beam_s3_sink.s3 import read_object
 from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 from beam_s3_sink.cli.runner import with_default_runner
 from beam_s3_sink.cli.schema_text import SchemaSyntaxError, format_schema, load_schema
@@ -101,7 +103,7 @@ FORMAT_OPTIONS = {
 }
 
 
-class UsageError(ValueError):
+class UsageError(CopyToS3Error, ValueError):
     """A flag, the source or the schema is wrong: exit 2, nothing written."""
 
 
@@ -311,8 +313,8 @@ def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
     bucket, _, key = manifest_uri[len("s3://"):].partition("/")
     client = S3Config.from_pipeline_options(plan.pipeline.options).make_client()
     try:
-        manifest = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-    except Exception as exc:
+        manifest = json.loads(read_object(client, bucket, key))
+    except (S3RequestError, ValueError) as exc:
         print(f"{PROG}: the pipeline finished but its manifest {manifest_uri} cannot be read: "
               f"{one_line_error(exc)}", file=sys.stderr)
         return 1
@@ -359,7 +361,6 @@ def abort_main(argv: Sequence[str], out: Any = None) -> int:
     (:func:`beam_s3_sink.abort_copy`) and print it; 0 done, 2 refused or bad flags, 1 S3 failed."""
     out = sys.stdout if out is None else out
     from beam_s3_sink import CommittedCopyError, abort_copy
-    from beam_s3_sink.errors import S3RequestError
 
     parser = _Parser(prog=f"{PROG} --abort", description="Remove what an incomplete copy left: its data "
                      "files, pending multipart uploads, sentinel and claim; nothing else.")

@@ -30,11 +30,13 @@ from typing import Any, List, Tuple
 
 import pyarrow as pa
 
+from beam_s3_sink.errors import CopyToS3Error
+
 __all__ = ["SchemaSyntaxError", "load_schema", "parse_schema", "parse_type", "schema_from_json",
            "schema_to_text", "format_schema"]
 
 
-class SchemaSyntaxError(ValueError):
+class SchemaSyntaxError(CopyToS3Error, ValueError):
     """The schema text is not valid; the message names the column and what is wrong."""
 
 

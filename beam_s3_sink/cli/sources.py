@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_s3_sink.errors import CopyToS3Error
 from beam_s3_sink.cli.orders import ORDERS_SCHEMA, SHARD_ROWS, orders_shard
 from beam_s3_sink.cli.progress import RowCounter
 
@@ -54,7 +55,7 @@ SAMPLE_BYTES = 1 << 20
 JSON_BATCH_LINES = 2000
 
 
-class SourceError(ValueError):
+class SourceError(CopyToS3Error, ValueError):
     """The source cannot be read, or its data does not fit the schema; says which and why."""
 
 
