@@ -234,7 +234,7 @@ def rows_to_batch(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Re
 def _column(rows: Sequence[Mapping[str, Any]], field: pa.Field) -> pa.Array:
     name = field.name
     try:  # dicts (the common case) in one C loop
-        values = list(map(dict.get, rows, itertools.repeat(name)))
+        values = list(map(dict.get, rows, itertools.repeat(name)))  # type: ignore[arg-type]
     except TypeError:  # another Mapping
         values = [row.get(name) for row in rows]
     # pyarrow would take a Beam Timestamp as an int of seconds in the column's unit: convert.

@@ -124,7 +124,7 @@ class CsvFormat(Format):
 
 
 _DIGITS = "0123456789"
-# The characters PostgreSQL's text of a value of these types is made of (see .pgtext).
+# The characters PostgreSQL's text of a value of these types is made of (see .postgres_values).
 _ALPHABETS = ((pa.types.is_boolean, "tf"),
               (pa.types.is_integer, _DIGITS + "-"),
               (pa.types.is_floating, _DIGITS + "-+.eNaInfity"),
