@@ -26,8 +26,8 @@ fails or is retried never become visible; completion aborts them.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Iterable, List, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Optional
 
 import apache_beam as beam
 import pyarrow as pa
@@ -40,7 +40,6 @@ from .formats.base import Format
 from .keys import CopyKeys, new_token
 from .layout import Layout
 from .results import InitState, PendingFile
-from .arrow_input import ARROW_TYPES
 from .clients import shared_client
 from .writer import EncodeError, FileWriter
 
@@ -95,69 +94,25 @@ class UploadBase(beam.DoFn):
 
 
 class UploadFn(UploadBase):
-    """Encodes and uploads rows; emits one :class:`BundleReport` per bundle that saw rows.
-
-    Arrow elements are written on a thread of the DoFn's own (``s3-encode``), one element at
-    a time, so that encoding one batch overlaps with Beam reading (decoding) the next: both
-    are pyarrow work that releases the GIL, and a batch source such as
-    ``ReadFromParquetBatched`` otherwise leaves one of two cores idle. ``process`` hands a
-    batch over only once the previous one is written, so at most one batch waits beyond the
-    writer's own buffers; rows stay on the DoFn's thread (after any batch in hand), in order.
-    Beam counters record only on the DoFn's thread, so files finished on the encoding thread
-    are counted there, at the next element or at the end of the bundle.
-    """
-
-    def setup(self) -> None:
-        super().setup()
-        self._encoding = ThreadPoolExecutor(1, thread_name_prefix="s3-encode")
-
-    def teardown(self) -> None:
-        self._wait()
-        self._encoding.shutdown(wait=True)
-        super().teardown()
+    """Encodes and uploads rows; emits one :class:`BundleReport` per bundle that saw rows."""
 
     def start_bundle(self) -> None:
         token, extension = new_token(), self._format.extension
-        self._finished: List[PendingFile] = []
-        self._file_writer = FileWriter(
-            self._client, self._pool, self._config, self._format, self._schema,
-            self._max_file_size, self._keys.location.bucket,
-            lambda directory, number: self._keys.data_file(token, number, extension, directory),
-            self._layout, on_file=self._finished.append)
+        self._file_writer = self._writer(
+            lambda directory, number: self._keys.data_file(token, number, extension, directory))
         self._active = False
-        self._in_hand: Optional[Future] = None
 
     def process(self, row: Any, state: InitState) -> Iterable[Any]:
         if state.error is not None or state.done is not None:
             return ()
         self._active = True
-        if type(row) is not dict and isinstance(row, ARROW_TYPES):
-            self._wait()
-            self._in_hand = self._encoding.submit(self._file_writer.add_arrow, row)
-        else:
-            if self._in_hand is not None:
-                self._wait()
-            self._file_writer.add(row)
-        if self._finished:
-            self._count_finished()
+        self._file_writer.add(row)
         return ()
 
     def finish_bundle(self) -> Iterable[WindowedValue]:
         if not self._active:
             return
-        self._wait()
         report = self._file_writer.finish()
-        self._count_finished()
         self._log_error(self._file_writer)
         self._retries_counter.inc(self._retries.drain())
         yield WindowedValue(report, GlobalWindow().max_timestamp(), [GlobalWindow()])
-
-    def _wait(self) -> None:
-        """Wait for the batch in the encoding thread's hands (its errors are the writer's)."""
-        in_hand, self._in_hand = getattr(self, "_in_hand", None), None
-        if in_hand is not None:
-            in_hand.result()
-
-    def _count_finished(self) -> None:
-        while self._finished:
-            self._count_file(self._finished.pop(0))

@@ -35,6 +35,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 from apache_beam.runners.runner import PipelineState
 
 from beam_s3_sink import CopyToS3, S3Config
+from beam_s3_sink.clients import shared_client
 from beam_s3_sink.formats import resolve_format
 from pipelines.default_runner import with_default_runner
 from pipelines.progress import ProgressLine, RowCounter
@@ -298,7 +299,8 @@ def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
 
     manifest_uri = f"{plan.output}/_{plan.transform.sink_id}-manifest.json"
     bucket, _, key = manifest_uri[len("s3://"):].partition("/")
-    client = S3Config.from_pipeline_options(plan.pipeline.options).make_client()
+    # The pipeline's own client when it ran in this process (no second botocore model load).
+    client, _ = shared_client(S3Config.from_pipeline_options(plan.pipeline.options))
     try:
         manifest = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
     except Exception as exc:

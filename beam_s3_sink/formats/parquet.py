@@ -436,11 +436,15 @@ class ParquetEncoder(FileEncoder):
             table = to_file_table(table, self._file_schema)
         before = self.out.tell()
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        del table
+        self._pending = []
+        # Hand the group's freed buffers back to the OS now: pyarrow's pool (mimalloc) keeps
+        # them otherwise, and a copy's peak RSS grows by about a row group's worth.
+        pa.default_memory_pool().release_unused()
         self._last_group_encoded = self.out.tell() - before
         self._arrow_written += self._pending_bytes
         self._encoded_written += self._last_group_encoded
         self._groups += 1
-        self._pending = []
         self._pending_bytes = 0
 
     def _footer_estimate(self) -> int:
