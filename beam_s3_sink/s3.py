@@ -236,7 +236,8 @@ class MultipartStream(io.RawIOBase):
         self._part_args = part_args or {}
         algorithm = self._part_args.get("ChecksumAlgorithm")
         self._checksum_field = f"Checksum{algorithm}" if algorithm else None
-        self._buffer = bytearray()
+        self._buffer: Optional[bytearray] = None  # the part being filled
+        self._filled = 0
         self._position = 0
         self._upload_id: Optional[str] = None
         self._futures: List[Future] = []
@@ -250,14 +251,22 @@ class MultipartStream(io.RawIOBase):
         return self._position
 
     def write(self, data: Any) -> int:
+        # Each part is one buffer of exactly part_size bytes, filled in place and handed to the
+        # pool as it is: no slicing, copying or regrowing of a buffer per part.
         view = memoryview(data).cast("B")
-        self._buffer += view
-        self._position += len(view)
-        while len(self._buffer) >= self._part_size:
-            chunk = bytes(self._buffer[: self._part_size])
-            del self._buffer[: self._part_size]
-            self._submit(chunk)
-        return len(view)
+        size = len(view)
+        self._position += size
+        while view:
+            if self._buffer is None:
+                self._buffer, self._filled = bytearray(self._part_size), 0
+            take = min(len(view), self._part_size - self._filled)
+            self._buffer[self._filled:self._filled + take] = view[:take]
+            self._filled += take
+            view = view[take:]
+            if self._filled == self._part_size:
+                chunk, self._buffer = self._buffer, None
+                self._submit(chunk)
+        return size
 
     def close(self) -> None:
         # Closing (pyarrow does it when its writer closes) must not end the upload: the
@@ -280,7 +289,7 @@ class MultipartStream(io.RawIOBase):
             self._upload_id = response["UploadId"]
         return self._upload_id
 
-    def _submit(self, chunk: bytes) -> None:
+    def _submit(self, chunk: bytearray) -> None:
         upload_id = self._ensure_upload()
         number = len(self._futures) + 1
         # Bound memory: wait for the oldest part in flight before queueing another.
@@ -289,7 +298,7 @@ class MultipartStream(io.RawIOBase):
             in_flight[0].result()
         self._futures.append(self._pool.submit(self._upload_part, upload_id, number, chunk))
 
-    def _upload_part(self, upload_id: str, number: int, chunk: bytes) -> Tuple[int, str, str]:
+    def _upload_part(self, upload_id: str, number: int, chunk: bytearray) -> Tuple[int, str, str]:
         response = call(self._client, "UploadPart", self.bucket, self.key,
                         UploadId=upload_id, PartNumber=number, Body=chunk, **self._part_args)
         self.parts_uploaded += 1
@@ -303,9 +312,11 @@ class MultipartStream(io.RawIOBase):
 
     def finish(self, rows: int) -> PendingFile:
         """Upload the last part, wait for every part, and describe the pending upload."""
-        if self._buffer or not self._futures:
-            self._submit(bytes(self._buffer))
-            self._buffer = bytearray()
+        if self._buffer is not None or not self._futures:
+            last = self._buffer if self._buffer is not None else bytearray()
+            del last[self._filled:]
+            self._buffer, self._filled = None, 0
+            self._submit(last)
         parts = [f.result() for f in self._futures]
         checksums = tuple(c for _, _, c in parts) if self._checksum_field else ()
         return PendingFile(key=self.key, upload_id=self._ensure_upload(),

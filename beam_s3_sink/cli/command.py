@@ -37,13 +37,14 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 from apache_beam.runners.runner import PipelineState
 
 from beam_s3_sink import CopyToS3, S3Config
-from beam_s3_sink.errors import CopyToS3Error, S3RequestError
-from beam_s3_sink.s3 import read_object
 from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 from beam_s3_sink.cli.runner import with_default_runner
 from beam_s3_sink.cli.schema_text import SchemaSyntaxError, format_schema, load_schema
 from beam_s3_sink.cli.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source, source_totals
+from beam_s3_sink.clients import shared_client
+from beam_s3_sink.errors import CopyToS3Error, S3RequestError
 from beam_s3_sink.formats import resolve_format
+from beam_s3_sink.s3 import read_object
 
 __all__ = ["main", "build_parser", "plan_copy", "CopyPlan", "UsageError"]
 
@@ -311,7 +312,8 @@ def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
 
     manifest_uri = f"{plan.output}/_{plan.transform.sink_id}-manifest.json"
     bucket, _, key = manifest_uri[len("s3://"):].partition("/")
-    client = S3Config.from_pipeline_options(plan.pipeline.options).make_client()
+    # The pipeline's own client when it ran in this process (no second botocore model load).
+    client, _ = shared_client(S3Config.from_pipeline_options(plan.pipeline.options))
     try:
         manifest = json.loads(read_object(client, bucket, key))
     except (S3RequestError, ValueError) as exc:

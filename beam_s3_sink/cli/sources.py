@@ -41,9 +41,9 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_s3_sink.errors import CopyToS3Error
 from beam_s3_sink.cli.orders import ORDERS_SCHEMA, SHARD_ROWS, orders_shard
 from beam_s3_sink.cli.progress import RowCounter
+from beam_s3_sink.errors import CopyToS3Error
 
 __all__ = ["SourceError", "Source", "parse_source", "plan_source", "source_totals", "ReadSource"]
 

@@ -12,7 +12,10 @@ Arrow bytes as make ``row_group_size`` encoded bytes (at most ``MAX_PENDING_BYTE
 
 So a file exceeds the limit by at most one row group (when the next group is larger than the
 last), row groups are about an eighth of the limit by default, and a worker holds one row
-group of rows per open file.
+group of rows per open file. Large Arrow batches (``MIN_WHOLE_BATCH``, at least a quarter of a
+group, such as the row groups ``ReadFromParquetBatched`` reads) are not gathered: each is
+encoded as a row group of its own (cut at a group's size), so that the encoder holds no batch
+beyond the one its producer holds anyway.
 
 The Arrow schema is stored in the file (``ARROW:schema``), so pyarrow and Polars restore the
 exact types. Which types land in the file is the format's ``types`` profile::
@@ -40,6 +43,7 @@ logical type (Spark reads it as a string). Types no common reader reads back unc
 
 from __future__ import annotations
 
+import base64
 import io
 from dataclasses import dataclass
 from typing import Any, ClassVar, List, Optional, Tuple
@@ -62,6 +66,9 @@ MAX_ROW_GROUP = 16 * 2**20
 enough that a worker's memory does not grow with the input past a few row groups."""
 MAX_PENDING_BYTES = 64 * 2**20
 """The most Arrow bytes an encoder buffers for one row group, however well the data compresses."""
+MIN_WHOLE_BATCH = 8 * 2**20
+"""A batch of at least this many Arrow bytes (and a quarter of a row group) is a row group of its
+own: already held by its producer, it is encoded as it is rather than gathered with others."""
 MAX_DECIMAL_PRECISION = 38
 """The widest decimal that DuckDB, Polars, Spark and Trino read exactly."""
 TYPE_PROFILES = ("compatible", "exact")
@@ -341,6 +348,32 @@ def _uuid_as_text(value: Any, typ: pa.DataType) -> Any:
     return value
 
 
+_SAME_STRING = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+_SAME_BINARY = (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view)
+
+
+def _same_storage(schema: pa.Schema, file_schema: pa.Schema) -> bool:
+    """True when the columns of ``schema`` and ``file_schema`` differ at most in being view or
+    large variants of string or binary, whose Parquet columns (BYTE_ARRAY) are the same bytes.
+
+    >>> _same_storage(pa.schema([("s", pa.string_view())]), pa.schema([("s", pa.string())]))
+    True
+    >>> _same_storage(pa.schema([("t", pa.timestamp("ns"))]), pa.schema([("t", pa.timestamp("us"))]))
+    False
+    """
+    if schema.names != file_schema.names or schema.metadata != file_schema.metadata:
+        return False
+    for field, target in zip(schema, file_schema):
+        if field.type.equals(target.type):
+            continue
+        if field.nullable != target.nullable or field.metadata != target.metadata:
+            return False
+        if not any(any(f(field.type) for f in kind) and any(f(target.type) for f in kind)
+                   for kind in (_SAME_STRING, _SAME_BINARY)):
+            return False
+    return True
+
+
 class ParquetEncoder(FileEncoder):
     """One Parquet file: buffers a row group of batches, then encodes it."""
 
@@ -350,7 +383,16 @@ class ParquetEncoder(FileEncoder):
         self._file_schema = fmt.file_schema(schema)
         self._cast = not self._file_schema.equals(schema)
         self._target = fmt.row_group_bytes(max_file_size)
-        self._writer = pq.ParquetWriter(out, self._file_schema, **fmt.writer_options())
+        options = fmt.writer_options()
+        self._stored_schema: Optional[pa.Schema] = None
+        if self._cast and options["store_schema"] and _same_storage(schema, self._file_schema):
+            # Only view/large string and binary types differ, which Parquet stores alike: write the
+            # batches as they are (no copy) and store the file schema for Arrow readers ourselves.
+            self._cast, self._stored_schema = False, self._file_schema
+            writer_schema, options = schema, dict(options, store_schema=False)
+        else:
+            writer_schema = self._file_schema
+        self._writer = pq.ParquetWriter(out, writer_schema, **options)
         self._pending: List[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._arrow_written = 0
@@ -369,7 +411,13 @@ class ParquetEncoder(FileEncoder):
 
     def write(self, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
         while batch is not None and batch.num_rows:
-            room = self._group_arrow_bytes() - self._pending_bytes
+            group = self._group_arrow_bytes()
+            whole = batch.nbytes >= max(MIN_WHOLE_BATCH, group // 4)
+            if whole and self._pending:
+                self._flush()  # smaller batches gathered so far: a group of their own
+                if self.full:
+                    return batch
+            room = group - self._pending_bytes
             if batch.nbytes <= room or batch.num_rows == 1:
                 head, batch = batch, None
             else:
@@ -379,7 +427,7 @@ class ParquetEncoder(FileEncoder):
             self._pending.append(head)
             self._pending_bytes += head.nbytes
             self.rows += head.num_rows
-            if self._pending_bytes >= self._group_arrow_bytes():
+            if whole or self._pending_bytes >= group:
                 self._flush()
                 if self.full:
                     return batch
@@ -393,11 +441,15 @@ class ParquetEncoder(FileEncoder):
             table = to_file_table(table, self._file_schema)
         before = self.out.tell()
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        del table
+        self._pending = []
+        # Hand the group's freed buffers back to the OS now: pyarrow's pool (mimalloc) keeps
+        # them otherwise, and a copy's peak RSS grows by about a row group's worth.
+        pa.default_memory_pool().release_unused()
         self._last_group_encoded = self.out.tell() - before
         self._arrow_written += self._pending_bytes
         self._encoded_written += self._last_group_encoded
         self._groups += 1
-        self._pending = []
         self._pending_bytes = 0
 
     def _footer_estimate(self) -> int:
@@ -412,6 +464,9 @@ class ParquetEncoder(FileEncoder):
 
     def close(self) -> None:
         self._flush()
+        if self._stored_schema is not None:  # what store_schema=True writes (ARROW:schema)
+            encoded = base64.b64encode(self._stored_schema.serialize().to_pybytes()).decode("ascii")
+            self._writer.add_key_value_metadata({"ARROW:schema": encoded})
         self._writer.close()
 
     def stats(self) -> Tuple[ColumnStats, ...]:
