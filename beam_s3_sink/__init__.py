@@ -22,6 +22,19 @@ from .object_settings import ObjectSettings
 from .results import CopiedFile, CopyToResult
 from .transform import CopyToS3
 
-__all__ = ["CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config", "ObjectSettings",
-           "Format", "ParquetFormat", "CsvFormat", "TextFormat", "JsonlFormat",
-           "abort_copy", "AbortReport", "CommittedCopyError"]
+__all__ = [
+    "CopyToS3",
+    "CopyToResult",
+    "CopiedFile",
+    "CopyToS3Error",
+    "S3Config",
+    "ObjectSettings",
+    "Format",
+    "ParquetFormat",
+    "CsvFormat",
+    "TextFormat",
+    "JsonlFormat",
+    "abort_copy",
+    "AbortReport",
+    "CommittedCopyError",
+]

@@ -73,10 +73,12 @@ class _Powers:
     def upto(self, n: int) -> "_Powers":
         if len(self.up) <= n:
             size = max(n + 1, 2 * len(self.up))
-            self.up = np.cumprod(np.concatenate([np.ones(1, np.uint64), np.full(size - 1, _P, np.uint64)]),
-                                 dtype=np.uint64)
-            self.down = np.cumprod(np.concatenate([np.ones(1, np.uint64),
-                                                   np.full(size - 1, _P_INVERSE, np.uint64)]), dtype=np.uint64)
+            self.up = np.cumprod(
+                np.concatenate([np.ones(1, np.uint64), np.full(size - 1, _P, np.uint64)]), dtype=np.uint64
+            )
+            self.down = np.cumprod(
+                np.concatenate([np.ones(1, np.uint64), np.full(size - 1, _P_INVERSE, np.uint64)]), dtype=np.uint64
+            )
         return self
 
 
@@ -112,8 +114,7 @@ def _column_hash(array: pa.Array, powers: _Powers) -> np.ndarray:
         values = _list_hash(array, powers)
     elif t.is_fixed_size_list(typ) or t.is_list_view(typ) or t.is_large_list_view(typ):
         large = t.is_large_list_view(typ)
-        values = _list_hash(array.cast(pa.large_list(typ.value_type) if large else pa.list_(typ.value_type)),
-                            powers)
+        values = _list_hash(array.cast(pa.large_list(typ.value_type) if large else pa.list_(typ.value_type)), powers)
     else:
         values = _repr_hash(array, powers)
     values = _mix(values)
@@ -133,7 +134,7 @@ def _fixed_width(typ: pa.DataType) -> bool:
 
 def _fixed_hash(array: pa.Array) -> np.ndarray:
     width = array.type.byte_width
-    raw = np.frombuffer(array.buffers()[1], dtype=np.uint8)[array.offset * width:(array.offset + len(array)) * width]
+    raw = np.frombuffer(array.buffers()[1], dtype=np.uint8)[array.offset * width : (array.offset + len(array)) * width]
     if width in _U64:
         return raw.view(_U64[width]).astype(np.uint64)
     padded = np.zeros((len(array), (width + 7) // 8 * 8), dtype=np.uint8)
@@ -148,19 +149,22 @@ def _fixed_hash(array: pa.Array) -> np.ndarray:
 def _bytes_hash(array: pa.Array, powers: _Powers) -> np.ndarray:
     out = np.empty(len(array), dtype=np.uint64)
     for start in range(0, len(array), _CHUNK_ROWS):
-        out[start:start + _CHUNK_ROWS] = _bytes_chunk(array.slice(start, _CHUNK_ROWS), powers)
+        out[start : start + _CHUNK_ROWS] = _bytes_chunk(array.slice(start, _CHUNK_ROWS), powers)
     return out
 
 
 def _bytes_chunk(array: pa.Array, powers: _Powers) -> np.ndarray:
     large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
     width = np.int64 if large else np.int32
-    offsets = np.frombuffer(array.buffers()[1], dtype=width)[array.offset:array.offset + len(array) + 1]
+    offsets = np.frombuffer(array.buffers()[1], dtype=width)[array.offset : array.offset + len(array) + 1]
     offsets = offsets.astype(np.int64)
     low, high = int(offsets[0]), int(offsets[-1])
     data = array.buffers()[2]
-    raw = (np.frombuffer(data, dtype=np.uint8)[low:high] if data is not None and high > low
-           else np.zeros(0, dtype=np.uint8)).astype(np.uint64)
+    raw = (
+        np.frombuffer(data, dtype=np.uint8)[low:high]
+        if data is not None and high > low
+        else np.zeros(0, dtype=np.uint8)
+    ).astype(np.uint64)
     return _sequence_hash(raw, offsets - low, powers)
 
 
@@ -169,7 +173,7 @@ def _sequence_hash(items: np.ndarray, relative: np.ndarray, powers: _Powers) -> 
     n = len(items)
     table = powers.upto(n)
     prefix = np.zeros(n + 1, dtype=np.uint64)
-    np.cumsum(items * table.up[1:n + 1], dtype=np.uint64, out=prefix[1:])
+    np.cumsum(items * table.up[1 : n + 1], dtype=np.uint64, out=prefix[1:])
     sums = (prefix[relative[1:]] - prefix[relative[:-1]]) * table.down[relative[:-1]]
     lengths = np.diff(relative).astype(np.uint64)
     return sums * _K + lengths

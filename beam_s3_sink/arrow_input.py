@@ -80,8 +80,7 @@ def conform(data: Arrow, schema: pa.Schema, source: Optional[str] = None) -> Arr
         raise BatchError(f"{where} repeats a column name: {present}")
     extra = [n for n in present if n not in schema.names]
     if extra:
-        raise BatchError(f"{where} has column(s) {extra} that are not in the copy's schema "
-                         f"{schema.names}")
+        raise BatchError(f"{where} has column(s) {extra} that are not in the copy's schema {schema.names}")
     columns = []
     for field in schema:
         if field.name not in present:
@@ -93,8 +92,10 @@ def conform(data: Arrow, schema: pa.Schema, source: Optional[str] = None) -> Arr
         if column.type != field.type:
             column = _cast(column, field, where)
         if not field.nullable and column.null_count:
-            raise BatchError(f"column {field.name!r} ({field.type}) is NOT NULL in the copy's schema, "
-                             f"but {where} has {column.null_count:,} NULL(s) in it")
+            raise BatchError(
+                f"column {field.name!r} ({field.type}) is NOT NULL in the copy's schema, "
+                f"but {where} has {column.null_count:,} NULL(s) in it"
+            )
         columns.append(column)
     if isinstance(data, pa.RecordBatch):
         return pa.RecordBatch.from_arrays(columns, schema=schema)
@@ -104,15 +105,18 @@ def conform(data: Arrow, schema: pa.Schema, source: Optional[str] = None) -> Arr
 def _cast(column: Any, field: pa.Field, where: str) -> Any:
     source_type = column.type
     if not widens(source_type, field.type):
-        raise BatchError(f"column {field.name!r} is {field.type} in the copy's schema, but {where} "
-                         f"holds {source_type}, which does not convert to it without loss; cast it "
-                         f"first (for example with pyarrow.compute.cast)")
+        raise BatchError(
+            f"column {field.name!r} is {field.type} in the copy's schema, but {where} "
+            f"holds {source_type}, which does not convert to it without loss; cast it "
+            f"first (for example with pyarrow.compute.cast)"
+        )
     try:
         return column.cast(field.type, safe=True)
     except (pa.ArrowException, ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise BatchError(f"column {field.name!r}: {where} holds {source_type}, and a value does not "
-                         f"fit {field.type}: {first}") from None
+        raise BatchError(
+            f"column {field.name!r}: {where} holds {source_type}, and a value does not fit {field.type}: {first}"
+        ) from None
 
 
 _TIME_UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
@@ -154,8 +158,7 @@ def widens(source: pa.DataType, target: pa.DataType) -> bool:
     if t.is_date(source) and t.is_date(target):
         return True  # date64 holds whole days here (Arrow's rule); the cast checks it
     if t.is_decimal(source) and t.is_decimal(target):
-        return (target.scale >= source.scale
-                and target.precision - target.scale >= source.precision - source.scale)
+        return target.scale >= source.scale and target.precision - target.scale >= source.precision - source.scale
     if isinstance(target, pa.UuidType):
         return t.is_fixed_size_binary(source) and source.byte_width == 16
     lists = (t.is_list, t.is_large_list)
@@ -169,4 +172,3 @@ def widens(source: pa.DataType, target: pa.DataType) -> bool:
             return False  # pyarrow casts structs by position: a reorder is not a cast
         return all(widens(source.field(i).type, target.field(i).type) for i in range(target.num_fields))
     return False
-

@@ -46,8 +46,7 @@ from .errors import S3RequestError
 from .keys import CopyKeys
 from .s3 import call, read_object
 
-__all__ = ["ClaimOutcome", "take_claim", "read_claim_holder", "release_claim", "abort_hint",
-           "CONDITIONAL", "FALLBACK"]
+__all__ = ["ClaimOutcome", "take_claim", "read_claim_holder", "release_claim", "abort_hint", "CONDITIONAL", "FALLBACK"]
 
 _log = logging.getLogger(__name__)
 CONDITIONAL = "conditional"
@@ -61,9 +60,9 @@ _CONFLICT_RETRIES = 8
 class ClaimOutcome:
     """What :func:`take_claim` found: ``mode`` when this copy may go on, else ``holder``."""
 
-    mode: Optional[str] = None      # CONDITIONAL or FALLBACK; None when another copy holds it
-    holder: Optional[str] = None    # the sink id holding the claim, when not this copy
-    started: str = ""               # when the holder claimed the path (its claim's body)
+    mode: Optional[str] = None  # CONDITIONAL or FALLBACK; None when another copy holds it
+    holder: Optional[str] = None  # the sink id holding the claim, when not this copy
+    started: str = ""  # when the holder claimed the path (its claim's body)
 
 
 def abort_hint(uri: str, sink_id: str) -> str:
@@ -74,8 +73,7 @@ def abort_hint(uri: str, sink_id: str) -> str:
 def _conditional_put(client: Any, bucket: str, key: str, body: bytes, put_args: Dict[str, Any]) -> Optional[str]:
     """PutObject with If-None-Match: *; None when written, else S3's error code."""
     try:
-        call(client, "PutObject", bucket, key, Body=body, IfNoneMatch="*", ContentType="application/json",
-             **put_args)
+        call(client, "PutObject", bucket, key, Body=body, IfNoneMatch="*", ContentType="application/json", **put_args)
         return None
     except S3RequestError as exc:
         if exc.code == "PreconditionFailed" or exc.status == 412:
@@ -106,15 +104,23 @@ def take_claim(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] =
     """Claim ``P/`` for copy ``keys.sink_id`` (see the module docstring)."""
     put_args = put_args or {}
     bucket, key = keys.location.bucket, keys.claim
-    body = json.dumps({"sink_id": keys.sink_id, "nonce": secrets.token_hex(8),
-                       "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}).encode()
+    body = json.dumps(
+        {
+            "sink_id": keys.sink_id,
+            "nonce": secrets.token_hex(8),
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+    ).encode()
     for attempt in range(_CONFLICT_RETRIES):
         answer = _conditional_put(client, bucket, key, body, put_args)
         if answer is None:
             return ClaimOutcome(mode=_probe(client, keys, body, put_args))
         if answer == "NotImplemented":
-            _log.warning("s3://%s does not take conditional writes (If-None-Match); copy %s falls back "
-                         "to the sentinel re-list", bucket, keys.sink_id)
+            _log.warning(
+                "s3://%s does not take conditional writes (If-None-Match); copy %s falls back to the sentinel re-list",
+                bucket,
+                keys.sink_id,
+            )
             return ClaimOutcome(mode=FALLBACK)
         if answer == "ConditionalRequestConflict":  # another conditional write is in flight
             time.sleep(0.05 * (attempt + 1))
@@ -123,12 +129,16 @@ def take_claim(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] =
         if holder is None:  # released between our PUT and our GET: try again
             continue
         if holder["sink_id"] == keys.sink_id:
-            _log.info("copy %s takes over its own claim on %s (an earlier run, or a retried request)",
-                      keys.sink_id, keys.location.uri)
+            _log.info(
+                "copy %s takes over its own claim on %s (an earlier run, or a retried request)",
+                keys.sink_id,
+                keys.location.uri,
+            )
             return ClaimOutcome(mode=CONDITIONAL)
         return ClaimOutcome(holder=holder["sink_id"], started=str(holder.get("started", "")))
-    raise S3RequestError(f"could not claim {keys.location.object_uri(key)}: the claim kept changing "
-                         f"({_CONFLICT_RETRIES} attempts)")
+    raise S3RequestError(
+        f"could not claim {keys.location.object_uri(key)}: the claim kept changing ({_CONFLICT_RETRIES} attempts)"
+    )
 
 
 def _probe(client: Any, keys: CopyKeys, body: bytes, put_args: Dict[str, Any]) -> str:
@@ -137,8 +147,13 @@ def _probe(client: Any, keys: CopyKeys, body: bytes, put_args: Dict[str, Any]) -
     answer = _conditional_put(client, bucket, key, body, put_args)
     if answer in ("PreconditionFailed", "ConditionalRequestConflict"):
         return CONDITIONAL
-    _log.warning("s3://%s ignores If-None-Match (a second conditional PUT of %s succeeded); copy %s "
-                 "falls back to the sentinel re-list", bucket, key, keys.sink_id)
+    _log.warning(
+        "s3://%s ignores If-None-Match (a second conditional PUT of %s succeeded); copy %s "
+        "falls back to the sentinel re-list",
+        bucket,
+        key,
+        keys.sink_id,
+    )
     try:
         call(client, "DeleteObject", bucket, key)
     except S3RequestError as exc:

@@ -50,15 +50,18 @@ class AbortReport:
 
     def describe(self) -> str:
         """A few lines a person reads: what was removed."""
-        lines = [f"copy {self.sink_id!r} in {self.uri}: deleted {len(self.deleted)} object(s), "
-                 f"aborted {len(self.aborted)} pending upload(s)"]
+        lines = [
+            f"copy {self.sink_id!r} in {self.uri}: deleted {len(self.deleted)} object(s), "
+            f"aborted {len(self.aborted)} pending upload(s)"
+        ]
         lines += [f"  deleted {uri}" for uri in self.deleted]
         lines += [f"  aborted {uri} (upload {upload_id[:16]}...)" for uri, upload_id in self.aborted]
         return "\n".join(lines)
 
 
-def abort_copy(uri: str, sink_id: str, s3: Optional[S3Config] = None, force: bool = False,
-               client: Optional[object] = None) -> AbortReport:
+def abort_copy(
+    uri: str, sink_id: str, s3: Optional[S3Config] = None, force: bool = False, client: Optional[object] = None
+) -> AbortReport:
     """Remove what copy ``sink_id`` left under ``uri``; return what was removed.
 
     >>> _ = client.put_object(Bucket="bucket", Key="exports/orders/_nightly-INCOMPLETE", Body=b"")
@@ -78,7 +81,8 @@ def abort_copy(uri: str, sink_id: str, s3: Optional[S3Config] = None, force: boo
     if committed and not force:
         raise CommittedCopyError(
             f"copy {sink_id!r} in {location.uri} is complete (its manifest is there and no sentinel): "
-            f"removing it deletes finished data; pass --force (force=True) to remove it anyway")
+            f"removing it deletes finished data; pass --force (force=True) to remove it anyway"
+        )
     aborted = []
     for key, upload_id in list_uploads(client, bucket, keys.data_prefix):
         if keys.is_data_file(key):

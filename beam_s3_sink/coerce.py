@@ -122,6 +122,7 @@ def _instant(value: Any) -> Any:
 def _list_of(inner: Convert) -> Convert:
     def convert(value: Any) -> Any:
         return None if value is None else [inner(v) for v in value]
+
     return convert
 
 
@@ -131,6 +132,7 @@ def _map_of(key: Convert, item: Convert) -> Convert:
             return None
         pairs = value.items() if hasattr(value, "items") else value
         return [(key(k), item(v)) for k, v in pairs]
+
     return convert
 
 
@@ -149,4 +151,5 @@ def _struct_of(fields: dict) -> Convert:
             if name in out:
                 out[name] = conv(out[name])
         return out
+
     return convert

@@ -110,8 +110,7 @@ class MergeReports(beam.CombineFn):
 class _CompleteFn(_S3DoFn):
     """Commits (or abandons) the copy and emits its :class:`CopyToResult`."""
 
-    def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema,
-                 fail_on_error: bool) -> None:
+    def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema, fail_on_error: bool) -> None:
         super().__init__(config)
         self._keys = keys
         self._format = fmt
@@ -163,23 +162,45 @@ class _CompleteFn(_S3DoFn):
         copied.sort(key=lambda f: f.uri)
         warnings = list(state.warnings) + self._abort_others({(f.key, f.upload_id) for f in files})
         result = CopyToResult(
-            uri=keys.location.uri, sink_id=keys.sink_id, rows=sum(f.rows for f in copied),
-            bytes=sum(f.bytes for f in copied), files=tuple(copied),
-            manifest_uri=keys.location.object_uri(keys.manifest), warnings=tuple(warnings))
+            uri=keys.location.uri,
+            sink_id=keys.sink_id,
+            rows=sum(f.rows for f in copied),
+            bytes=sum(f.bytes for f in copied),
+            files=tuple(copied),
+            manifest_uri=keys.location.object_uri(keys.manifest),
+            warnings=tuple(warnings),
+        )
         if state.guard == FALLBACK:  # the store ignores If-None-Match: re-check before committing
             winner = fallback_winner(self._client, keys)
             if winner != keys.sink_id:
-                raise S3RequestError(f"copy {winner!r} started writing to {keys.location.uri} first; "
-                                     "this copy gives way (the store ignores If-None-Match, see README)")
-        body = manifest_json(result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema))
-        call(self._client, "PutObject", bucket, keys.manifest, Body=body, ContentType="application/json",
-             **self._config.objects.control_args())
+                raise S3RequestError(
+                    f"copy {winner!r} started writing to {keys.location.uri} first; "
+                    "this copy gives way (the store ignores If-None-Match, see README)"
+                )
+        body = manifest_json(
+            result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema)
+        )
+        call(
+            self._client,
+            "PutObject",
+            bucket,
+            keys.manifest,
+            Body=body,
+            ContentType="application/json",
+            **self._config.objects.control_args(),
+        )
         delete_keys(self._client, bucket, state.replaced)  # if_exists="replace"; see .if_exists
         if state.guard == CONDITIONAL:  # the path's claim (see .claim), before the sentinel
             release_claim(self._client, keys)
         call(self._client, "DeleteObject", bucket, keys.sentinel)
-        _log.info("copy %s to %s finished: %d rows in %d file(s), %d bytes",
-                  keys.sink_id, result.uri, result.rows, len(result.files), result.bytes)
+        _log.info(
+            "copy %s to %s finished: %d rows in %d file(s), %d bytes",
+            keys.sink_id,
+            result.uri,
+            result.rows,
+            len(result.files),
+            result.bytes,
+        )
         return result
 
     def _complete(self, pending: PendingFile) -> None:
@@ -190,8 +211,14 @@ class _CompleteFn(_S3DoFn):
             for part, checksum in zip(parts, pending.part_checksums):
                 part[field] = checksum
         try:
-            call(self._client, "CompleteMultipartUpload", bucket, pending.key, UploadId=pending.upload_id,
-                 MultipartUpload={"Parts": parts})
+            call(
+                self._client,
+                "CompleteMultipartUpload",
+                bucket,
+                pending.key,
+                UploadId=pending.upload_id,
+                MultipartUpload={"Parts": parts},
+            )
         except S3RequestError as exc:
             if exc.code == "NoSuchUpload" and self._already_complete(pending):
                 return
@@ -212,8 +239,14 @@ class _CompleteFn(_S3DoFn):
         stats = encoder.stats()
         body = buffer.getvalue()
         key = self._keys.data_file(EMPTY_FILE_TOKEN, 1, self._format.extension)
-        call(self._client, "PutObject", self._keys.location.bucket, key, Body=body,
-             **self._config.objects.data_file_args(self._format.content_type))
+        call(
+            self._client,
+            "PutObject",
+            self._keys.location.bucket,
+            key,
+            Body=body,
+            **self._config.objects.data_file_args(self._format.content_type),
+        )
         return CopiedFile(self._keys.location.object_uri(key), 0, len(body), stats)
 
     def _abort_others(self, keep: Set[Tuple[str, str]]) -> List[str]:

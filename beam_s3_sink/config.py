@@ -101,30 +101,26 @@ class S3Config:
 
     def __post_init__(self) -> None:
         if self.retry_mode not in ("standard", "adaptive", "legacy"):
-            raise ValueError(
-                f"S3Config: retry_mode must be 'standard' or 'adaptive', got {self.retry_mode!r}")
+            raise ValueError(f"S3Config: retry_mode must be 'standard' or 'adaptive', got {self.retry_mode!r}")
         if not isinstance(self.max_attempts, int) or not 1 <= self.max_attempts <= 50:
             raise ValueError(f"S3Config: max_attempts must be an int from 1 to 50, got {self.max_attempts!r}")
         if not isinstance(self.part_size, int) or not MIN_PART_SIZE <= self.part_size <= 5 * 2**30:
-            raise ValueError(
-                f"S3Config: part_size must be from 5 MiB to 5 GiB (S3's limits), got {self.part_size!r}")
+            raise ValueError(f"S3Config: part_size must be from 5 MiB to 5 GiB (S3's limits), got {self.part_size!r}")
         if not isinstance(self.max_concurrency, int) or not 1 <= self.max_concurrency <= 64:
-            raise ValueError(
-                f"S3Config: max_concurrency must be an int from 1 to 64, got {self.max_concurrency!r}")
+            raise ValueError(f"S3Config: max_concurrency must be an int from 1 to 64, got {self.max_concurrency!r}")
         if (self.access_key_id is None) != (self.secret_access_key is None):
-            raise ValueError(
-                "S3Config: give access_key_id and secret_access_key together, or neither")
+            raise ValueError("S3Config: give access_key_id and secret_access_key together, or neither")
         if self.session_token is not None and self.access_key_id is None:
             raise ValueError("S3Config: session_token needs access_key_id and secret_access_key")
         if self.profile_name is not None and self.access_key_id is not None:
             raise ValueError("S3Config: give static keys or profile_name, not both")
         if self.role_arn is None and self.external_id is not None:
             raise ValueError("S3Config: external_id needs role_arn")
-        if (not isinstance(self.role_duration_seconds, int)
-                or not 900 <= self.role_duration_seconds <= 43200):
+        if not isinstance(self.role_duration_seconds, int) or not 900 <= self.role_duration_seconds <= 43200:
             raise ValueError(
                 "S3Config: role_duration_seconds must be an int from 900 to 43200 (STS's limits), "
-                f"got {self.role_duration_seconds!r}")
+                f"got {self.role_duration_seconds!r}"
+            )
         if not isinstance(self.objects, ObjectSettings):
             raise TypeError(f"S3Config: objects must be an ObjectSettings, got {type(self.objects).__name__}")
 
@@ -162,7 +158,7 @@ class S3Config:
             verify = _parse_verify(s3.s3_verify)
         endpoint = s3.s3_endpoint_url
         if endpoint and s3.s3_disable_ssl and endpoint.startswith("https://"):
-            endpoint = "http://" + endpoint[len("https://"):]
+            endpoint = "http://" + endpoint[len("https://") :]
         return cls(
             endpoint_url=endpoint,
             region_name=s3.s3_region_name,
@@ -210,13 +206,15 @@ class S3Config:
         import boto3
 
         session = boto3.session.Session(
-            aws_access_key_id=self.access_key_id, aws_secret_access_key=self.secret_access_key,
-            aws_session_token=self.session_token, profile_name=self.profile_name,
-            region_name=self.region_name)
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+            aws_session_token=self.session_token,
+            profile_name=self.profile_name,
+            region_name=self.region_name,
+        )
         if self.role_arn is None:
             return session
-        return boto3.session.Session(botocore_session=self._assume_role_session(session),
-                                     region_name=self.region_name)
+        return boto3.session.Session(botocore_session=self._assume_role_session(session), region_name=self.region_name)
 
     def _assume_role_session(self, source: Any) -> Any:
         """A botocore session whose credentials are botocore's own refreshable assume-role
@@ -234,24 +232,33 @@ class S3Config:
         if source_credentials is None:
             raise ValueError(
                 f"S3Config: no credentials to assume {self.role_arn} with: give access keys or a "
-                "profile, or set up boto3's default chain on the workers")
+                "profile, or set up boto3's default chain on the workers"
+            )
         sts_kwargs: Dict[str, Any] = {
             "verify": self.verify,
-            "config": Config(retries={"mode": self.retry_mode, "max_attempts": self.max_attempts},
-                             connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)}
+            "config": Config(
+                retries={"mode": self.retry_mode, "max_attempts": self.max_attempts},
+                connect_timeout=self.connect_timeout,
+                read_timeout=self.read_timeout,
+            ),
+        }
         if self.region_name:
             sts_kwargs["region_name"] = self.region_name
         if self.sts_endpoint_url:
             sts_kwargs["endpoint_url"] = self.sts_endpoint_url
-        extra_args: Dict[str, Any] = {"RoleSessionName": self.role_session_name,
-                                      "DurationSeconds": self.role_duration_seconds}
+        extra_args: Dict[str, Any] = {
+            "RoleSessionName": self.role_session_name,
+            "DurationSeconds": self.role_duration_seconds,
+        }
         if self.external_id is not None:
             extra_args["ExternalId"] = self.external_id
         fetcher = AssumeRoleCredentialFetcher(
             client_creator=functools.partial(_create_client, source, sts_kwargs),
-            source_credentials=source_credentials, role_arn=self.role_arn, extra_args=extra_args)
-        credentials = DeferredRefreshableCredentials(
-            refresh_using=fetcher.fetch_credentials, method="assume-role")
+            source_credentials=source_credentials,
+            role_arn=self.role_arn,
+            extra_args=extra_args,
+        )
+        credentials = DeferredRefreshableCredentials(refresh_using=fetcher.fetch_credentials, method="assume-role")
 
         class _AssumedRole(CredentialProvider):
             METHOD = "assume-role"

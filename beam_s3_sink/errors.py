@@ -25,8 +25,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["CopyToS3Error", "S3RequestError", "ReplaceError", "CommittedCopyError",
-           "RowError", "CoercionError", "BatchError", "EncodeError"]
+__all__ = [
+    "CopyToS3Error",
+    "S3RequestError",
+    "ReplaceError",
+    "CommittedCopyError",
+    "RowError",
+    "CoercionError",
+    "BatchError",
+    "EncodeError",
+]
 
 
 class CopyToS3Error(RuntimeError):

@@ -48,23 +48,29 @@ def delete_keys(client: Any, bucket: str, keys: Sequence[str]) -> None:
     >>> delete_keys(client, "bucket", ["old/part-0.parquet"])
     """
     for start in range(0, len(keys), _DELETE_BATCH):
-        chunk = keys[start:start + _DELETE_BATCH]
+        chunk = keys[start : start + _DELETE_BATCH]
         try:
-            response = call(client, "DeleteObjects", bucket,
-                            Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True})
+            response = call(
+                client, "DeleteObjects", bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+            )
         except S3RequestError as exc:
             raise ReplaceError(_replace_failed(str(exc))) from exc
         errors = response.get("Errors") or ()
         if errors:
             first = errors[0]
-            raise ReplaceError(_replace_failed(
-                f"S3 refused to delete s3://{bucket}/{first.get('Key')} ({first.get('Code')}: "
-                f"{first.get('Message')}) and {len(errors) - 1} more"))
+            raise ReplaceError(
+                _replace_failed(
+                    f"S3 refused to delete s3://{bucket}/{first.get('Key')} ({first.get('Code')}: "
+                    f"{first.get('Message')}) and {len(errors) - 1} more"
+                )
+            )
     if keys:
         _log.info("deleted %d replaced object(s) in s3://%s", len(keys), bucket)
 
 
 def _replace_failed(why: str) -> str:
-    return (f"the new copy is complete and its manifest written, but deleting the objects it "
-            f"replaces failed: {why}. The sentinel is left in place; rerun with the same sink_id "
-            "to finish replacing")
+    return (
+        f"the new copy is complete and its manifest written, but deleting the objects it "
+        f"replaces failed: {why}. The sentinel is left in place; rerun with the same sink_id "
+        "to finish replacing"
+    )

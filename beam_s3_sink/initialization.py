@@ -70,16 +70,16 @@ class _InitializeFn(_S3DoFn):
             yield InitOutcome(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
         try:
-            state = initialize(self._client, self._keys, self._if_exists,
-                               self._config.objects.control_args())
+            state = initialize(self._client, self._keys, self._if_exists, self._config.objects.control_args())
         except S3RequestError as exc:
             state = InitOutcome(error=str(exc))
         self._count_retries()
         yield state
 
 
-def initialize(client: Any, keys: CopyKeys, if_exists: str = "error",
-               put_args: Optional[Dict[str, Any]] = None) -> InitOutcome:
+def initialize(
+    client: Any, keys: CopyKeys, if_exists: str = "error", put_args: Optional[Dict[str, Any]] = None
+) -> InitOutcome:
     """Run initialization against S3 (see the module docstring); return what it found.
 
     ``put_args`` are extra ``PutObject`` parameters of the sentinel and the claim (encryption,
@@ -145,26 +145,32 @@ def _release(client: Any, keys: CopyKeys, guard: str) -> None:
 
 def _claimed_by_other(keys: CopyKeys, holder: str, started: str) -> str:
     since = f" since {started}" if started else ""
-    return (f"another copy, sink_id {holder!r}, is writing to {keys.location.uri} (it holds the path's "
-            f"claim{since}); a path takes one copy at a time unless if_exists='append'. Nothing of copy "
-            f"{keys.sink_id!r} was written. If copy {holder!r} crashed or was killed, rerun it with "
-            f"sink_id {holder!r} to finish it, or remove what it left with: {abort_hint(keys.location.uri, holder)}")
+    return (
+        f"another copy, sink_id {holder!r}, is writing to {keys.location.uri} (it holds the path's "
+        f"claim{since}); a path takes one copy at a time unless if_exists='append'. Nothing of copy "
+        f"{keys.sink_id!r} was written. If copy {holder!r} crashed or was killed, rerun it with "
+        f"sink_id {holder!r} to finish it, or remove what it left with: {abort_hint(keys.location.uri, holder)}"
+    )
 
 
 def _not_empty(keys: CopyKeys, foreign: List[str]) -> str:
     location = keys.location
     shown = ", ".join(foreign[:_SHOWN_FOREIGN_KEYS])
     more = f" and {len(foreign) - _SHOWN_FOREIGN_KEYS} more" if len(foreign) > _SHOWN_FOREIGN_KEYS else ""
-    text = (f"{location.uri} is not empty: {len(foreign)} object(s) that copy {keys.sink_id!r} did not "
-            f"write are there ({shown}{more}); copy to an empty path, delete those objects first, "
-            "or pass if_exists='append' or 'replace'. Nothing was written.")
+    text = (
+        f"{location.uri} is not empty: {len(foreign)} object(s) that copy {keys.sink_id!r} did not "
+        f"write are there ({shown}{more}); copy to an empty path, delete those objects first, "
+        "or pass if_exists='append' or 'replace'. Nothing was written."
+    )
     incomplete = sorted({o for o in map(keys.sentinel_owner, foreign) if o is not None})
     committed = sorted({o for o in map(keys.manifest_owner, foreign) if o is not None} - set(incomplete))
     for owner in committed[:_SHOWN_FOREIGN_KEYS]:
         text += f" Copy {owner!r} has committed there (its manifest is there)."
     for owner in incomplete[:_SHOWN_FOREIGN_KEYS]:
-        text += (f" Copy {owner!r} there is incomplete (its sentinel is there): rerun it with the same "
-                 f"sink_id to finish it, or remove what it left with: {abort_hint(location.uri, owner)}.")
+        text += (
+            f" Copy {owner!r} there is incomplete (its sentinel is there): rerun it with the same "
+            f"sink_id to finish it, or remove what it left with: {abort_hint(location.uri, owner)}."
+        )
     return text
 
 

@@ -81,13 +81,13 @@ def parse_s3_uri(uri: str) -> S3Location:
         raise ValueError(f"CopyToS3: the destination must be a string 's3://bucket/path', got {type(uri).__name__}")
     parsed = urlparse(uri)
     if parsed.scheme != "s3":
-        raise ValueError(
-            f"CopyToS3: the destination {uri!r} is not an S3 URI; write it as 's3://bucket/path'")
+        raise ValueError(f"CopyToS3: the destination {uri!r} is not an S3 URI; write it as 's3://bucket/path'")
     bucket = parsed.netloc
     if not _BUCKET_RE.match(bucket) or ".." in bucket:
         raise ValueError(
             f"CopyToS3: {bucket!r} in {uri!r} is not a valid bucket name "
-            "(3-63 characters: lower-case letters, digits, '.' and '-')")
+            "(3-63 characters: lower-case letters, digits, '.' and '-')"
+        )
     if parsed.query or parsed.fragment or parsed.params:
         raise ValueError(f"CopyToS3: the destination {uri!r} must not carry '?', ';' or '#' parts")
     prefix = parsed.path.strip("/")
@@ -101,7 +101,8 @@ def validate_sink_id(sink_id: str) -> str:
     if not isinstance(sink_id, str) or not _SINK_ID_RE.match(sink_id):
         raise ValueError(
             f"CopyToS3: sink_id {sink_id!r} is not valid: use 1-100 letters, digits, '_', '.' "
-            "or '-', starting with a letter or digit")
+            "or '-', starting with a letter or digit"
+        )
     return sink_id
 
 
@@ -186,7 +187,7 @@ class CopyKeys:
 
     def _relative(self, key: str) -> Optional[str]:
         head = self.location.list_prefix
-        return key[len(head):] if key.startswith(head) else None
+        return key[len(head) :] if key.startswith(head) else None
 
     def is_data_file(self, key: str) -> bool:
         """Whether ``key`` is a data file of this copy."""
@@ -199,5 +200,7 @@ class CopyKeys:
 
     def _data_re(self) -> "re.Pattern[str]":
         return re.compile(
-            r"(?:[^/=]+=[^/]+/)*" + re.escape(self.sink_id)
-            + r"-(?:[0-9a-f]{%d}|batch-\d{4})-\d{4,}\.[a-z0-9.]+$" % TOKEN_HEX_DIGITS)
+            r"(?:[^/=]+=[^/]+/)*"
+            + re.escape(self.sink_id)
+            + r"-(?:[0-9a-f]{%d}|batch-\d{4})-\d{4,}\.[a-z0-9.]+$" % TOKEN_HEX_DIGITS
+        )

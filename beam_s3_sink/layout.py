@@ -30,7 +30,7 @@ __all__ = ["Layout", "escape_path_name", "DEFAULT_PARTITION", "DEFAULT_MAX_OPEN_
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 DEFAULT_MAX_OPEN_FILES = 16
-_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | frozenset(chr(c) for c in range(0x20))
+_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^") | frozenset(chr(c) for c in range(0x20))
 
 
 def escape_path_name(text: str) -> str:
@@ -87,10 +87,13 @@ class Layout:
             if not _is_partition_type(typ):
                 raise ValueError(
                     f"CopyToS3: partition_by column {name!r} has type {typ}; partition by integer, "
-                    "string, bool or date columns (cast other types first)")
+                    "string, bool or date columns (cast other types first)"
+                )
         if self.partition_by and not self.keep_partition_columns and len(self.partition_by) == len(schema):
-            raise ValueError("CopyToS3: every column is a partition column, so the files would have no "
-                             "column; pass keep_partition_columns=True or partition by fewer columns")
+            raise ValueError(
+                "CopyToS3: every column is a partition column, so the files would have no "
+                "column; pass keep_partition_columns=True or partition by fewer columns"
+            )
 
     def file_schema(self, schema: pa.Schema) -> pa.Schema:
         """The schema of the data files: ``schema`` without the partition columns, unless kept."""
@@ -122,8 +125,9 @@ def _typed(value: Any, name: str, typ: pa.DataType) -> Any:
     try:
         return pa.scalar(value, type=typ).as_py()
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-        raise RowError(f"partition column {name!r} expects {typ}, but a row holds {value!r} "
-                         f"({type(value).__name__}): {exc}") from None
+        raise RowError(
+            f"partition column {name!r} expects {typ}, but a row holds {value!r} ({type(value).__name__}): {exc}"
+        ) from None
 
 
 def _text(value: Optional[Any]) -> str:
@@ -134,4 +138,3 @@ def _text(value: Optional[Any]) -> str:
     if isinstance(value, datetime.date):
         return value.isoformat()
     return escape_path_name(str(value))
-

@@ -25,8 +25,11 @@ def manifest_json(result: CopyToResult, format_description: Dict[str, Any], sche
     """The manifest of a successful copy, as UTF-8 JSON bytes."""
     body = {
         "entries": [
-            {"url": f.uri, "mandatory": True,
-             "meta": {"content_length": f.bytes, "record_count": f.rows, "columns": stats_json(f.stats)}}
+            {
+                "url": f.uri,
+                "mandatory": True,
+                "meta": {"content_length": f.bytes, "record_count": f.rows, "columns": stats_json(f.stats)},
+            }
             for f in result.files
         ],
         "sink_id": result.sink_id,
@@ -44,8 +47,19 @@ def result_from_manifest(data: bytes, manifest_uri: str) -> CopyToResult:
     """The result that an earlier, finished run of the same copy reported."""
     body = json.loads(data)
     files = tuple(
-        CopiedFile(e["url"], int(e["meta"]["record_count"]), int(e["meta"]["content_length"]),
-                   stats_from_json(e["meta"].get("columns")))
-        for e in body["entries"])
-    return CopyToResult(uri=body["uri"], sink_id=body["sink_id"], rows=int(body["rows"]),
-                        bytes=int(body["bytes"]), files=files, manifest_uri=manifest_uri)
+        CopiedFile(
+            e["url"],
+            int(e["meta"]["record_count"]),
+            int(e["meta"]["content_length"]),
+            stats_from_json(e["meta"].get("columns")),
+        )
+        for e in body["entries"]
+    )
+    return CopyToResult(
+        uri=body["uri"],
+        sink_id=body["sink_id"],
+        rows=int(body["rows"]),
+        bytes=int(body["bytes"]),
+        files=files,
+        manifest_uri=manifest_uri,
+    )

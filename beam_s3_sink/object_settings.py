@@ -70,17 +70,20 @@ class ObjectSettings:
         if self.server_side_encryption is not None and self.server_side_encryption not in SSE_MODES:
             raise ValueError(
                 f"ObjectSettings: server_side_encryption must be one of {', '.join(SSE_MODES)}, "
-                f"got {self.server_side_encryption!r}")
+                f"got {self.server_side_encryption!r}"
+            )
         if self.kms_key_id is not None and not str(self.server_side_encryption or "").startswith("aws:kms"):
             raise ValueError("ObjectSettings: kms_key_id needs server_side_encryption='aws:kms'")
         if self.expected_bucket_owner is not None and not _ACCOUNT_ID.fullmatch(str(self.expected_bucket_owner)):
             raise ValueError(
                 "ObjectSettings: expected_bucket_owner must be a 12-digit AWS account id, "
-                f"got {self.expected_bucket_owner!r}")
+                f"got {self.expected_bucket_owner!r}"
+            )
         if self.checksum_algorithm is not None and self.checksum_algorithm not in CHECKSUM_ALGORITHMS:
             raise ValueError(
                 f"ObjectSettings: checksum_algorithm must be one of {', '.join(CHECKSUM_ALGORITHMS)}, "
-                f"got {self.checksum_algorithm!r}")
+                f"got {self.checksum_algorithm!r}"
+            )
 
     # request parameters ----------------------------------------------------------------
     def _encryption_args(self) -> Dict[str, Any]:

@@ -22,20 +22,32 @@ import re
 __all__ = ["CredentialRedactor", "install", "redact"]
 
 MASK = "***"
-_FIELDS = r"(?:SecretAccessKey|SessionToken|aws_secret_access_key|aws_session_token|" \
-          r"X-Amz-Security-Token|x-amz-security-token|secret_key|token)"
+_FIELDS = (
+    r"(?:SecretAccessKey|SessionToken|aws_secret_access_key|aws_session_token|"
+    r"X-Amz-Security-Token|x-amz-security-token|secret_key|token)"
+)
 _PATTERNS = (
     # XML elements: <SecretAccessKey>...</SecretAccessKey>
     (re.compile(r"<(SecretAccessKey|SessionToken)>[^<]*</\1>"), lambda m: f"<{m[1]}>{MASK}</{m[1]}>"),
     # dict/JSON items: 'X-Amz-Security-Token': b'...', "SessionToken": "..."
-    (re.compile(r"""(['"]%s['"]\s*:\s*b?)(['"])(?:(?!\2).)*\2""" % _FIELDS, re.IGNORECASE),
-     lambda m: f"{m[1]}{m[2]}{MASK}{m[2]}"),
+    (
+        re.compile(r"""(['"]%s['"]\s*:\s*b?)(['"])(?:(?!\2).)*\2""" % _FIELDS, re.IGNORECASE),
+        lambda m: f"{m[1]}{m[2]}{MASK}{m[2]}",
+    ),
     # query strings and key=value: X-Amz-Security-Token=..., aws_secret_access_key=...
     (re.compile(r"(\b%s=)[^&\s,)'\"]+" % _FIELDS, re.IGNORECASE), lambda m: f"{m[1]}{MASK}"),
 )
-_LOGGERS = ("botocore", "botocore.endpoint", "botocore.parsers", "botocore.hooks", "botocore.auth",
-            "botocore.credentials", "botocore.retryhandler", "botocore.httpchecksum",
-            "urllib3.connectionpool")
+_LOGGERS = (
+    "botocore",
+    "botocore.endpoint",
+    "botocore.parsers",
+    "botocore.hooks",
+    "botocore.auth",
+    "botocore.credentials",
+    "botocore.retryhandler",
+    "botocore.httpchecksum",
+    "urllib3.connectionpool",
+)
 
 
 def redact(text: str) -> str:

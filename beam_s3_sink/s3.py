@@ -114,9 +114,11 @@ def describe_error(exc: BaseException, operation: str, bucket: str, key: Optiona
     if isinstance(exc, ClientError) and exc.operation_name == "AssumeRole":
         # Raised from inside the S3 call: botocore assumes the role when it needs credentials.
         err = exc.response.get("Error", {})
-        return (f"assuming the role (sts:AssumeRole) for {operation} on {where} failed: "
-                f"{err.get('Code', 'Error')} ({err.get('Message', '')}); check S3Config.role_arn, "
-                "external_id and the role's trust policy")
+        return (
+            f"assuming the role (sts:AssumeRole) for {operation} on {where} failed: "
+            f"{err.get('Code', 'Error')} ({err.get('Message', '')}); check S3Config.role_arn, "
+            "external_id and the role's trust policy"
+        )
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         code = err.get("Code", "Error")
@@ -124,8 +126,10 @@ def describe_error(exc: BaseException, operation: str, bucket: str, key: Optiona
         action = IAM_ACTIONS.get(operation, f"s3:{operation}")
         hint = {
             "NoSuchBucket": "the bucket does not exist: create it or fix the URI",
-            "AccessDenied": (f"the credentials lack the IAM permission {action} on it (or, when "
-                             "an expected bucket owner is set, the bucket is another account's)"),
+            "AccessDenied": (
+                f"the credentials lack the IAM permission {action} on it (or, when "
+                "an expected bucket owner is set, the bucket is another account's)"
+            ),
             "InvalidAccessKeyId": "the access key id is not known to the server: check the credentials",
             "SignatureDoesNotMatch": "the secret key does not match the access key id",
             "ExpiredToken": "the session token has expired: refresh the credentials",
@@ -161,8 +165,7 @@ def call(client: Any, operation: str, bucket: str, key: Optional[str] = None, **
     except (ClientError, BotoCoreError) as exc:
         # A listing names the prefix it lists, so that the message points at the path.
         where = key if key is not None else kwargs.get("Prefix")
-        raise S3RequestError(describe_error(exc, operation, bucket, where), error_code(exc),
-                             http_status(exc)) from exc
+        raise S3RequestError(describe_error(exc, operation, bucket, where), error_code(exc), http_status(exc)) from exc
 
 
 def read_object(client: Any, bucket: str, key: str) -> bytes:
@@ -220,10 +223,18 @@ class MultipartStream(io.RawIOBase):
     ``abort`` gives the upload up. Neither completes it.
     """
 
-    def __init__(self, client: Any, bucket: str, key: str, *, part_size: int,
-                 pool: ThreadPoolExecutor, max_in_flight: int,
-                 create_args: Optional[Dict[str, Any]] = None,
-                 part_args: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        bucket: str,
+        key: str,
+        *,
+        part_size: int,
+        pool: ThreadPoolExecutor,
+        max_in_flight: int,
+        create_args: Optional[Dict[str, Any]] = None,
+        part_args: Optional[Dict[str, Any]] = None,
+    ) -> None:
         super().__init__()
         self._client = client
         self.bucket = bucket
@@ -260,7 +271,7 @@ class MultipartStream(io.RawIOBase):
             if self._buffer is None:
                 self._buffer, self._filled = bytearray(self._part_size), 0
             take = min(len(view), self._part_size - self._filled)
-            self._buffer[self._filled:self._filled + take] = view[:take]
+            self._buffer[self._filled : self._filled + take] = view[:take]
             self._filled += take
             view = view[take:]
             if self._filled == self._part_size:
@@ -284,8 +295,7 @@ class MultipartStream(io.RawIOBase):
 
     def _ensure_upload(self) -> str:
         if self._upload_id is None:
-            response = call(self._client, "CreateMultipartUpload", self.bucket, self.key,
-                            **self._create_args)
+            response = call(self._client, "CreateMultipartUpload", self.bucket, self.key, **self._create_args)
             self._upload_id = response["UploadId"]
         return self._upload_id
 
@@ -299,29 +309,43 @@ class MultipartStream(io.RawIOBase):
         self._futures.append(self._pool.submit(self._upload_part, upload_id, number, chunk))
 
     def _upload_part(self, upload_id: str, number: int, chunk: bytearray) -> Tuple[int, str, str]:
-        response = call(self._client, "UploadPart", self.bucket, self.key,
-                        UploadId=upload_id, PartNumber=number, Body=chunk, **self._part_args)
+        response = call(
+            self._client,
+            "UploadPart",
+            self.bucket,
+            self.key,
+            UploadId=upload_id,
+            PartNumber=number,
+            Body=chunk,
+            **self._part_args,
+        )
         self.parts_uploaded += 1
         checksum = response.get(self._checksum_field, "") if self._checksum_field else ""
         if self._checksum_field and not checksum:
             raise S3RequestError(
                 f"S3 did not return the {self._checksum_field} of part {number} of "
                 f"s3://{self.bucket}/{self.key}: the store does not support part checksums; "
-                "set ObjectSettings(checksum_algorithm=None)")
+                "set ObjectSettings(checksum_algorithm=None)"
+            )
         return number, response["ETag"], checksum
 
     def finish(self, rows: int) -> PendingFile:
         """Upload the last part, wait for every part, and describe the pending upload."""
         if self._buffer is not None or not self._futures:
             last = self._buffer if self._buffer is not None else bytearray()
-            del last[self._filled:]
+            del last[self._filled :]
             self._buffer, self._filled = None, 0
             self._submit(last)
         parts = [f.result() for f in self._futures]
         checksums = tuple(c for _, _, c in parts) if self._checksum_field else ()
-        return PendingFile(key=self.key, upload_id=self._ensure_upload(),
-                           parts=tuple((n, etag) for n, etag, _ in parts),
-                           rows=rows, bytes=self._position, part_checksums=checksums)
+        return PendingFile(
+            key=self.key,
+            upload_id=self._ensure_upload(),
+            parts=tuple((n, etag) for n, etag, _ in parts),
+            rows=rows,
+            bytes=self._position,
+            part_checksums=checksums,
+        )
 
     def abort(self) -> None:
         """Give the upload up (best effort): its parts are discarded by S3."""
@@ -334,7 +358,6 @@ class MultipartStream(io.RawIOBase):
                 pass
         if self._upload_id is not None:
             try:
-                call(self._client, "AbortMultipartUpload", self.bucket, self.key,
-                     UploadId=self._upload_id)
+                call(self._client, "AbortMultipartUpload", self.bucket, self.key, UploadId=self._upload_id)
             except S3RequestError as exc:
                 _log.warning("could not abort %s: %s", self.key, exc)

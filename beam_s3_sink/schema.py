@@ -63,7 +63,8 @@ def resolve_schema(schema: Optional[pa.Schema], element_type: Any) -> pa.Schema:
             "beam.Map(lambda r: beam.Row(id=int(r['id']), ...))) so that Beam knows the schema. "
             "For pyarrow Table/RecordBatch elements (e.g. from beam.io.ReadFromParquetBatched, whose "
             "element type is Any), pass their schema, e.g. schema=pyarrow.parquet.read_schema(path). "
-            f"The element type is {element_type!r}.")
+            f"The element type is {element_type!r}."
+        )
     return derived
 
 
@@ -91,8 +92,9 @@ def _from_beam_type(element_type: Any) -> Optional[pa.Schema]:
     for name, typ in fields:
         try:
             beam_field = schema_pb2.Field(name=name, type=schemas.typing_to_runner_api(typ))
-            arrow_fields.append(arrow_type_compatibility.arrow_schema_from_beam_schema(
-                schema_pb2.Schema(fields=[beam_field])).field(0))
+            arrow_fields.append(
+                arrow_type_compatibility.arrow_schema_from_beam_schema(schema_pb2.Schema(fields=[beam_field])).field(0)
+            )
         except (NotImplementedError, TypeError, ValueError, KeyError):
             nullable, inner = _optional(typ)
             arrow_fields.append(pa.field(name, _arrow_type(inner, name, element_type), nullable=nullable))
@@ -110,21 +112,26 @@ def _python_fields(element_type: Any) -> Optional[List[Tuple[str, Any]]]:
     if isinstance(element_type, RowTypeConstraint):
         return list(element_type._fields)
     if isinstance(element_type, type) and (
-            (issubclass(element_type, tuple) and hasattr(element_type, "_fields"))
-            or dataclasses.is_dataclass(element_type)):
+        (issubclass(element_type, tuple) and hasattr(element_type, "_fields")) or dataclasses.is_dataclass(element_type)
+    ):
         try:
             hints = typing.get_type_hints(element_type)
         except Exception as exc:  # a string annotation that does not resolve
             raise ValueError(
                 f"CopyToS3: cannot read the annotations of {element_type!r} ({exc}); "
-                "annotate with real types or pass schema=pa.schema([...]).") from None
-        names = (element_type._fields if hasattr(element_type, "_fields")
-                 else [f.name for f in dataclasses.fields(element_type)])
+                "annotate with real types or pass schema=pa.schema([...])."
+            ) from None
+        names = (
+            element_type._fields
+            if hasattr(element_type, "_fields")
+            else [f.name for f in dataclasses.fields(element_type)]
+        )
         missing = [n for n in names if n not in hints]
         if missing:
             raise ValueError(
                 f"CopyToS3: the Beam schema of {element_type!r} leaves columns {missing} untyped. "
-                "Annotate them, or pass schema=pa.schema([...]).")
+                "Annotate them, or pass schema=pa.schema([...])."
+            )
         return [(n, hints[n]) for n in names]
     return None
 
@@ -148,7 +155,10 @@ def _python_types() -> Dict[Any, pa.DataType]:
         datetime.time: pa.time64("us"),
         Timestamp: pa.timestamp("us", tz="UTC"),
         uuid.UUID: pa.uuid(),
-        np.uint8: pa.uint8(), np.uint16: pa.uint16(), np.uint32: pa.uint32(), np.uint64: pa.uint64(),
+        np.uint8: pa.uint8(),
+        np.uint16: pa.uint16(),
+        np.uint32: pa.uint32(),
+        np.uint64: pa.uint64(),
         np.float16: pa.float16(),
     }
 
@@ -164,26 +174,33 @@ def _arrow_type(typ: Any, column: str, element_type: Any) -> pa.DataType:
         raise ValueError(
             f"CopyToS3: column {column!r} of {element_type!r} is a decimal.Decimal, which has no "
             "precision in a Beam schema; pass schema=pa.schema([...]) with "
-            f"pa.field({column!r}, pa.decimal128(precision, scale)).")
+            f"pa.field({column!r}, pa.decimal128(precision, scale))."
+        )
     if typ is Any:
         raise ValueError(
             f"CopyToS3: column {column!r} of {element_type!r} is untyped (Any). Annotate it with a "
             "concrete type (note that Beam cannot read string annotations, as "
-            "'from __future__ import annotations' makes them), or pass schema=pa.schema([...]).")
+            "'from __future__ import annotations' makes them), or pass schema=pa.schema([...])."
+        )
     origin, args = typing.get_origin(typ), typing.get_args(typ)
-    if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable,
-                  collections.abc.Collection) and args:
+    if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable, collections.abc.Collection) and args:
         nullable, inner = _optional(args[0])
         return pa.list_(pa.field("item", _arrow_type(inner, column, element_type), nullable=nullable))
     if origin in (dict, collections.abc.Mapping, collections.abc.MutableMapping) and len(args) == 2:
         _, key = _optional(args[0])
         nullable, item = _optional(args[1])
-        return pa.map_(pa.field("key", _arrow_type(key, column, element_type), nullable=False),
-                       pa.field("value", _arrow_type(item, column, element_type), nullable=nullable))
+        return pa.map_(
+            pa.field("key", _arrow_type(key, column, element_type), nullable=False),
+            pa.field("value", _arrow_type(item, column, element_type), nullable=nullable),
+        )
     nested = _python_fields(typ) if isinstance(typ, type) else None
     if nested is not None:
-        return pa.struct([pa.field(name, _arrow_type(_optional(t)[1], column, element_type),
-                                   nullable=_optional(t)[0]) for name, t in nested])
+        return pa.struct(
+            [
+                pa.field(name, _arrow_type(_optional(t)[1], column, element_type), nullable=_optional(t)[0])
+                for name, t in nested
+            ]
+        )
     try:
         beam_type = schemas.typing_to_runner_api(typ)
     except (TypeError, ValueError, KeyError):
@@ -192,7 +209,8 @@ def _arrow_type(typ: Any, column: str, element_type: Any) -> pa.DataType:
         return arrow_type_compatibility.ATOMIC_TYPE_TO_PYARROW[beam_type.atomic_type]
     raise ValueError(
         f"CopyToS3: column {column!r} of {element_type!r} has type {typ!r}, which has no Arrow "
-        "type in a Beam schema; pass schema=pa.schema([...]).")
+        "type in a Beam schema; pass schema=pa.schema([...])."
+    )
 
 
 def as_mapping(row: Any) -> Mapping[str, Any]:
@@ -206,8 +224,7 @@ def as_mapping(row: Any) -> Mapping[str, Any]:
         return as_dict()
     if hasattr(row, "as_dict"):
         return row.as_dict()
-    raise RowError(
-        f"a row must be a dict, beam.Row or NamedTuple, got {type(row).__name__}: {_short(row)}")
+    raise RowError(f"a row must be a dict, beam.Row or NamedTuple, got {type(row).__name__}: {_short(row)}")
 
 
 def rows_to_batch(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
@@ -225,8 +242,10 @@ def rows_to_batch(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Re
     if not names.issuperset(set().union(*rows)):  # every row's keys at once, in C
         for row in rows:
             if not names.issuperset(row):
-                raise RowError(f"a row has columns that are not in the schema: {sorted(set(row) - names)}; "
-                               f"the schema's columns are {schema.names}")
+                raise RowError(
+                    f"a row has columns that are not in the schema: {sorted(set(row) - names)}; "
+                    f"the schema's columns are {schema.names}"
+                )
     columns = [_column(rows, field) for field in schema]
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
@@ -248,7 +267,8 @@ def _column(rows: Sequence[Mapping[str, Any]], field: pa.Field) -> pa.Array:
         state = "NULL" if name in rows[index] else "missing"
         raise RowError(
             f"column {name!r} expects {field.type} and is not nullable, but it is {state} in row "
-            f"{_short(dict(rows[index]))}")
+            f"{_short(dict(rows[index]))}"
+        )
     return array
 
 
@@ -308,7 +328,8 @@ def _column_of_rows(values: List[Any], field: pa.Field) -> pa.Array:
         except _CONVERSION_ERRORS as cause:
             raise RowError(
                 f"column {field.name!r} expects {field.type}, but a row holds {_short(value)} "
-                f"({type(value).__name__}): {_why(value, field.type, cause)}") from None
+                f"({type(value).__name__}): {_why(value, field.type, cause)}"
+            ) from None
     raise RowError(f"column {field.name!r} ({field.type}) cannot hold these values")
 
 
@@ -316,8 +337,7 @@ def _why(value: Any, typ: pa.DataType, cause: BaseException) -> str:
     """A plainer reason than pyarrow's for the common mismatches."""
     if pa.types.is_integer(typ) and isinstance(value, int) and not isinstance(value, bool):
         bits = typ.bit_width
-        low, high = (0, 2**bits - 1) if pa.types.is_unsigned_integer(typ) else (
-            -(2**(bits - 1)), 2**(bits - 1) - 1)
+        low, high = (0, 2**bits - 1) if pa.types.is_unsigned_integer(typ) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
         if not low <= value <= high:
             return f"out of range: {typ} holds {low} to {high}"
     if pa.types.is_decimal(typ) and isinstance(value, decimal.Decimal) and value.is_finite():
@@ -328,8 +348,10 @@ def _why(value: Any, typ: pa.DataType, cause: BaseException) -> str:
         if scale > typ.scale and value != value.quantize(decimal.Decimal(1).scaleb(-typ.scale)):
             return f"it has {scale} digits after the point, more than the column's scale {typ.scale}"
         if whole > typ.precision - typ.scale:
-            return (f"it has {whole} digits before the point; decimal({typ.precision}, {typ.scale}) "
-                    f"holds at most {typ.precision - typ.scale}")
+            return (
+                f"it has {whole} digits before the point; decimal({typ.precision}, {typ.scale}) "
+                f"holds at most {typ.precision - typ.scale}"
+            )
     return _short_text(_first_line(cause), 160)
 
 

@@ -128,8 +128,7 @@ class _ShardUploadFn(_UploadBase):
             return
         shard, rows = element
         extension = self._format.extension
-        writer = self._writer(
-            lambda directory, number: self._keys.shard_file(shard, number, extension, directory))
+        writer = self._writer(lambda directory, number: self._keys.shard_file(shard, number, extension, directory))
         for row in rows:
             writer.add(row)
         report = writer.finish()

@@ -57,9 +57,19 @@ def _plain(value: Any) -> Any:
 
 
 def _has_min_max(typ: pa.DataType) -> bool:
-    return (pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ)
-            or pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_temporal(typ)
-            or pa.types.is_decimal(typ)) and not pa.types.is_duration(typ) and not pa.types.is_interval(typ)
+    return (
+        (
+            pa.types.is_integer(typ)
+            or pa.types.is_floating(typ)
+            or pa.types.is_boolean(typ)
+            or pa.types.is_string(typ)
+            or pa.types.is_large_string(typ)
+            or pa.types.is_temporal(typ)
+            or pa.types.is_decimal(typ)
+        )
+        and not pa.types.is_duration(typ)
+        and not pa.types.is_interval(typ)
+    )
 
 
 class StatsCounter:
@@ -91,8 +101,10 @@ class StatsCounter:
                 self._max[i] = high
 
     def result(self) -> Tuple[ColumnStats, ...]:
-        return tuple(ColumnStats(f.name, self._nulls[i], _plain(self._min[i]), _plain(self._max[i]))
-                     for i, f in enumerate(self._schema))
+        return tuple(
+            ColumnStats(f.name, self._nulls[i], _plain(self._min[i]), _plain(self._max[i]))
+            for i, f in enumerate(self._schema)
+        )
 
 
 def parquet_footer_stats(metadata: Any) -> Tuple[ColumnStats, ...]:
@@ -131,8 +143,10 @@ def parquet_footer_stats(metadata: Any) -> Tuple[ColumnStats, ...]:
                 lows[name] = low
             if name not in highs or high > highs[name]:
                 highs[name] = high
-    return tuple(ColumnStats(n, nulls[n], _plain(lows.get(n)) if known[n] else None,
-                             _plain(highs.get(n)) if known[n] else None) for n in names)
+    return tuple(
+        ColumnStats(n, nulls[n], _plain(lows.get(n)) if known[n] else None, _plain(highs.get(n)) if known[n] else None)
+        for n in names
+    )
 
 
 def stats_json(stats: Tuple[ColumnStats, ...]) -> Dict[str, Dict[str, Any]]:
@@ -142,5 +156,6 @@ def stats_json(stats: Tuple[ColumnStats, ...]) -> Dict[str, Dict[str, Any]]:
 
 def stats_from_json(body: Optional[Dict[str, Dict[str, Any]]]) -> Tuple[ColumnStats, ...]:
     """The inverse of :func:`stats_json`."""
-    return tuple(ColumnStats(name, int(v.get("null_count", 0)), v.get("min"), v.get("max"))
-                 for name, v in (body or {}).items())
+    return tuple(
+        ColumnStats(name, int(v.get("null_count", 0)), v.get("min"), v.get("max")) for name, v in (body or {}).items()
+    )

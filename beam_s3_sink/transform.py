@@ -60,8 +60,18 @@ __all__ = ["CopyToS3", "parse_size"]
 DEFAULT_MAX_FILE_SIZE = 256 * 2**20
 MIN_FILE_SIZE = 1024
 MAX_PARTS = 10_000
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def parse_size(size: Union[int, str]) -> int:
@@ -78,7 +88,8 @@ def parse_size(size: Union[int, str]) -> int:
     if not match or match.group(2).lower() not in _UNITS:
         raise ValueError(
             f"CopyToS3: max_file_size {size!r} is not a size; write bytes as an int or a string "
-            "such as '256MB' or '64MiB'")
+            "such as '256MB' or '64MiB'"
+        )
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
@@ -135,15 +146,24 @@ class CopyToS3(beam.PTransform):
         nothing (no S3 request), and report the rows that would fail (:mod:`.validate`).
     """
 
-    def __init__(self, uri: str, format: Union[str, Format] = "parquet",
-                 schema: Optional[pa.Schema] = None,
-                 max_file_size: Union[int, str] = DEFAULT_MAX_FILE_SIZE,
-                 sink_id: Optional[str] = None, s3: Optional[S3Config] = None,
-                 errors: Optional[PCollection] = None, fail_on_error: bool = True,
-                 if_exists: str = "error", num_batches: Optional[int] = None,
-                 partition_by: Sequence[str] = (), keep_partition_columns: bool = False,
-                 max_open_files: int = DEFAULT_MAX_OPEN_FILES, label: Optional[str] = None,
-                 validate_only: bool = False) -> None:
+    def __init__(
+        self,
+        uri: str,
+        format: Union[str, Format] = "parquet",
+        schema: Optional[pa.Schema] = None,
+        max_file_size: Union[int, str] = DEFAULT_MAX_FILE_SIZE,
+        sink_id: Optional[str] = None,
+        s3: Optional[S3Config] = None,
+        errors: Optional[PCollection] = None,
+        fail_on_error: bool = True,
+        if_exists: str = "error",
+        num_batches: Optional[int] = None,
+        partition_by: Sequence[str] = (),
+        keep_partition_columns: bool = False,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+        label: Optional[str] = None,
+        validate_only: bool = False,
+    ) -> None:
         super().__init__(label)
         self._location = parse_s3_uri(uri)
         self._format = resolve_format(format)
@@ -151,7 +171,8 @@ class CopyToS3(beam.PTransform):
         self._max_file_size = parse_size(max_file_size)
         if self._max_file_size < MIN_FILE_SIZE:
             raise ValueError(
-                f"CopyToS3: max_file_size must be at least {MIN_FILE_SIZE} bytes, got {self._max_file_size}")
+                f"CopyToS3: max_file_size must be at least {MIN_FILE_SIZE} bytes, got {self._max_file_size}"
+            )
         self._sink_id = validate_sink_id(sink_id) if sink_id is not None else new_sink_id()
         if s3 is not None and not isinstance(s3, S3Config):
             raise TypeError(f"CopyToS3: s3 must be an S3Config, got {type(s3).__name__}")
@@ -159,8 +180,9 @@ class CopyToS3(beam.PTransform):
         self._errors = errors
         self._fail_on_error = bool(fail_on_error)
         self._if_exists = check_if_exists(if_exists)
-        if num_batches is not None and (isinstance(num_batches, bool) or not isinstance(num_batches, int)
-                                        or not 1 <= num_batches <= MAX_BATCHES):
+        if num_batches is not None and (
+            isinstance(num_batches, bool) or not isinstance(num_batches, int) or not 1 <= num_batches <= MAX_BATCHES
+        ):
             raise ValueError(f"CopyToS3: num_batches must be an int from 1 to {MAX_BATCHES}, got {num_batches!r}")
         self._num_batches = num_batches
         columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
@@ -181,18 +203,22 @@ class CopyToS3(beam.PTransform):
         if self._max_file_size > config.part_size * MAX_PARTS:
             raise ValueError(
                 f"CopyToS3: max_file_size {self._max_file_size} needs more than {MAX_PARTS} parts of "
-                f"{config.part_size} bytes; raise S3Config.part_size")
+                f"{config.part_size} bytes; raise S3Config.part_size"
+            )
         self._resolved = (schema, config)
         keys = CopyKeys(self._location, self._sink_id)
         if self._validate_only:  # dry run: no S3 request at all (see .validate)
-            return (rows
-                    | "Validate" >> beam.ParDo(_ValidateFn(self._format, schema, self._layout))
-                    | "MergeChecks" >> beam.CombineGlobally(MergeValidation())
-                    | "Report" >> beam.ParDo(_ReportValidationFn(keys)))
+            return (
+                rows
+                | "Validate" >> beam.ParDo(_ValidateFn(self._format, schema, self._layout))
+                | "MergeChecks" >> beam.CombineGlobally(MergeValidation())
+                | "Report" >> beam.ParDo(_ReportValidationFn(keys))
+            )
         pipeline = rows.pipeline
         init = pipeline | "Initialize" >> _Initialize(keys, config, self._if_exists, self._errors)
         reports = rows | "Upload" >> _Upload(
-            keys, config, self._format, schema, self._max_file_size, self._layout, self._num_batches, init)
+            keys, config, self._format, schema, self._max_file_size, self._layout, self._num_batches, init
+        )
         return reports | "Complete" >> _Complete(keys, config, self._format, schema, self._fail_on_error, init)
 
     def default_label(self) -> str:
@@ -216,20 +242,24 @@ class CopyToS3(beam.PTransform):
             "uri": DisplayDataItem(self._location.uri, label="Destination"),
             "format": DisplayDataItem(self._format.name, label="Format"),
             "format_options": DisplayDataItem(
-                ", ".join(f"{k}={v!r}" for k, v in options.items()) or None, label="Format options").drop_if_none(),
+                ", ".join(f"{k}={v!r}" for k, v in options.items()) or None, label="Format options"
+            ).drop_if_none(),
             "schema": DisplayDataItem(None if schema is None else _schema_text(schema), label="Schema").drop_if_none(),
             "max_file_size": DisplayDataItem(self._max_file_size, label="Maximum file size (bytes)"),
             "sink_id": DisplayDataItem(self._sink_id, label="Sink id"),
             "if_exists": DisplayDataItem(self._if_exists, label="If objects exist"),
             "fail_on_error": DisplayDataItem(self._fail_on_error, label="Fail the pipeline on error"),
             "num_batches": DisplayDataItem(self._num_batches, label="Shards (num_batches)").drop_if_none(),
-            "partition_by": DisplayDataItem(", ".join(self._layout.partition_by) or None,
-                                            label="Partition columns").drop_if_none(),
+            "partition_by": DisplayDataItem(
+                ", ".join(self._layout.partition_by) or None, label="Partition columns"
+            ).drop_if_none(),
             "validate_only": DisplayDataItem(self._validate_only, label="Dry run").drop_if_default(False),
-            "s3_endpoint": DisplayDataItem(None if config is None else _without_user_info(config.endpoint_url),
-                                           label="S3 endpoint").drop_if_none(),
-            "s3_region": DisplayDataItem(None if config is None else config.region_name,
-                                         label="S3 region").drop_if_none(),
+            "s3_endpoint": DisplayDataItem(
+                None if config is None else _without_user_info(config.endpoint_url), label="S3 endpoint"
+            ).drop_if_none(),
+            "s3_region": DisplayDataItem(
+                None if config is None else config.region_name, label="S3 region"
+            ).drop_if_none(),
         }
 
 
@@ -260,19 +290,29 @@ class _Initialize(beam.PTransform):
         self._keys, self._config, self._if_exists, self._errors = keys, config, if_exists, errors
 
     def expand(self, pipeline: Any) -> PCollection:
-        errors = self._errors if self._errors is not None else (
-            pipeline | "NoUpstreamErrors" >> beam.Create([]))
-        return (pipeline
-                | "Start" >> beam.Create([None])
-                | "Run" >> beam.ParDo(_InitializeFn(self._keys, self._config, self._if_exists), AsList(errors)))
+        errors = self._errors if self._errors is not None else (pipeline | "NoUpstreamErrors" >> beam.Create([]))
+        return (
+            pipeline
+            | "Start" >> beam.Create([None])
+            | "Run" >> beam.ParDo(_InitializeFn(self._keys, self._config, self._if_exists), AsList(errors))
+        )
 
 
 class _Upload(beam.PTransform):
     """Step 2 (:mod:`.upload`, :mod:`.spill`, :mod:`.sharding`): rows in, one
     :class:`~beam_s3_sink.messages.UploadReport` per bundle, spill key or shard out."""
 
-    def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema, max_file_size: int,
-                 layout: Layout, num_batches: Optional[int], init: PCollection) -> None:
+    def __init__(
+        self,
+        keys: CopyKeys,
+        config: S3Config,
+        fmt: Format,
+        schema: pa.Schema,
+        max_file_size: int,
+        layout: Layout,
+        num_batches: Optional[int],
+        init: PCollection,
+    ) -> None:
         super().__init__()
         self._keys, self._config, self._format, self._schema = keys, config, fmt, schema
         self._max_file_size, self._layout, self._num_shards, self._init = max_file_size, layout, num_batches, init
@@ -284,29 +324,39 @@ class _Upload(beam.PTransform):
         if self._num_shards is None and not shuffles_spills(rows.pipeline):
             return rows | "Write" >> beam.ParDo((_ArrowUploadFn if batched else _UploadFn)(*args), init)
         if self._num_shards is None:
-            return (rows
-                    | "Spill" >> beam.ParDo((_ArrowSpillFn if batched else _SpillFn)(self._schema))
-                    | "Group" >> beam.GroupByKey()
-                    | "Write" >> beam.ParDo(_WriteSpilledFn(*args), init))
-        return (rows
-                | "AssignShards" >> beam.ParDo(
-                    (_ArrowAssignShardFn if batched else _AssignShardFn)(self._schema, self._num_shards))
+            return (
+                rows
+                | "Spill" >> beam.ParDo((_ArrowSpillFn if batched else _SpillFn)(self._schema))
                 | "Group" >> beam.GroupByKey()
-                | "Write" >> beam.ParDo(_ShardUploadFn(*args), init))
+                | "Write" >> beam.ParDo(_WriteSpilledFn(*args), init)
+            )
+        return (
+            rows
+            | "AssignShards"
+            >> beam.ParDo((_ArrowAssignShardFn if batched else _AssignShardFn)(self._schema, self._num_shards))
+            | "Group" >> beam.GroupByKey()
+            | "Write" >> beam.ParDo(_ShardUploadFn(*args), init)
+        )
 
 
 class _Complete(beam.PTransform):
     """Step 3 (:mod:`.completion`): the reports merged into one, then committed (or abandoned)
     into the one :class:`~beam_s3_sink.results.CopyToResult`."""
 
-    def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema, fail_on_error: bool,
-                 init: PCollection) -> None:
+    def __init__(
+        self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema, fail_on_error: bool, init: PCollection
+    ) -> None:
         super().__init__()
         self._keys, self._config, self._format, self._schema = keys, config, fmt, schema
         self._fail_on_error, self._init = fail_on_error, init
 
     def expand(self, reports: PCollection) -> PCollection:
-        return (reports
-                | "Merge" >> beam.CombineGlobally(MergeReports())
-                | "Run" >> beam.ParDo(_CompleteFn(self._keys, self._config, self._format, self._schema,
-                                                  self._fail_on_error), AsSingleton(self._init)))
+        return (
+            reports
+            | "Merge" >> beam.CombineGlobally(MergeReports())
+            | "Run"
+            >> beam.ParDo(
+                _CompleteFn(self._keys, self._config, self._format, self._schema, self._fail_on_error),
+                AsSingleton(self._init),
+            )
+        )

@@ -51,8 +51,15 @@ class _UploadBase(_S3DoFn):
     the size metrics, and making a :class:`FileWriter` whose files are named by
     ``name(directory, number)``."""
 
-    def __init__(self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema,
-                 max_file_size: int, layout: Layout = Layout()) -> None:
+    def __init__(
+        self,
+        keys: CopyKeys,
+        config: S3Config,
+        fmt: Format,
+        schema: pa.Schema,
+        max_file_size: int,
+        layout: Layout = Layout(),
+    ) -> None:
         super().__init__(config)
         self._keys = keys
         self._format = fmt
@@ -75,9 +82,18 @@ class _UploadBase(_S3DoFn):
 
     def _writer(self, name: Any) -> FileWriter:
         assert self._pool is not None, "setup() makes the pool"
-        return FileWriter(self._client, self._pool, self._config, self._format, self._schema,
-                          self._max_file_size, self._keys.location.bucket, name, self._layout,
-                          on_file=self._count_file)
+        return FileWriter(
+            self._client,
+            self._pool,
+            self._config,
+            self._format,
+            self._schema,
+            self._max_file_size,
+            self._keys.location.bucket,
+            name,
+            self._layout,
+            on_file=self._count_file,
+        )
 
     def _count_file(self, pending: PendingFile) -> None:
         self._rows_counter.inc(pending.rows)
@@ -96,7 +112,8 @@ class _UploadFn(_UploadBase):
     def start_bundle(self) -> None:
         token, extension = new_token(), self._format.extension
         self._file_writer = self._writer(
-            lambda directory, number: self._keys.data_file(token, number, extension, directory))
+            lambda directory, number: self._keys.data_file(token, number, extension, directory)
+        )
         self._active = False
 
     def process(self, row: Any, state: InitOutcome) -> Iterable[Any]:

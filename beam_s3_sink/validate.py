@@ -79,8 +79,11 @@ class ValidationReport:
     invalid: Tuple[str, ...] = ()
 
     def merge(self, other: "ValidationReport") -> "ValidationReport":
-        return ValidationReport(self.rows + other.rows, self.invalid_rows + other.invalid_rows,
-                                tuple(sorted(self.invalid + other.invalid))[:MAX_SHOWN])
+        return ValidationReport(
+            self.rows + other.rows,
+            self.invalid_rows + other.invalid_rows,
+            tuple(sorted(self.invalid + other.invalid))[:MAX_SHOWN],
+        )
 
 
 def _short(row: Any, limit: int = 120) -> str:
@@ -202,8 +205,17 @@ class _ReportValidationFn(beam.DoFn):
     def process(self, report: ValidationReport) -> Iterable[CopyToResult]:
         error = None
         if report.invalid_rows:
-            error = (f"dry run: {report.invalid_rows} of {report.rows} row(s) would fail the copy; the first: "
-                     + "; ".join(report.invalid))
+            error = (
+                f"dry run: {report.invalid_rows} of {report.rows} row(s) would fail the copy; the first: "
+                + "; ".join(report.invalid)
+            )
             _log.warning("%s", error)
-        yield CopyToResult(uri=self._keys.location.uri, sink_id=self._keys.sink_id, rows=report.rows,
-                           error=error, dry_run=True, invalid_rows=report.invalid_rows, invalid=report.invalid)
+        yield CopyToResult(
+            uri=self._keys.location.uri,
+            sink_id=self._keys.sink_id,
+            rows=report.rows,
+            error=error,
+            dry_run=True,
+            invalid_rows=report.invalid_rows,
+            invalid=report.invalid,
+        )

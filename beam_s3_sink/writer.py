@@ -119,10 +119,20 @@ class FileWriter:
     (2, ['p/part-0001.csv'])
     """
 
-    def __init__(self, client: Any, pool: ThreadPoolExecutor, config: S3Config, fmt: Format,
-                 schema: pa.Schema, max_file_size: int, bucket: str, name: NameFn,
-                 layout: Layout = Layout(), on_file: Callable[[PendingFile], None] = lambda f: None,
-                 buffer_bytes: int = BATCH_BYTES) -> None:
+    def __init__(
+        self,
+        client: Any,
+        pool: ThreadPoolExecutor,
+        config: S3Config,
+        fmt: Format,
+        schema: pa.Schema,
+        max_file_size: int,
+        bucket: str,
+        name: NameFn,
+        layout: Layout = Layout(),
+        on_file: Callable[[PendingFile], None] = lambda f: None,
+        buffer_bytes: int = BATCH_BYTES,
+    ) -> None:
         self._client = client
         self._pool = pool
         self._config = config
@@ -235,8 +245,9 @@ class FileWriter:
             except (ValueError, OverflowError) as exc:  # e.g. a date Python's datetime cannot hold
                 raise RowError(f"a partition value has no directory name: {exc}") from None
             directory = self._layout.directory(values, self._schema)
-            out.append((directory, pa.RecordBatch.from_arrays(
-                [part.column(n) for n in names], schema=self._file_schema)))
+            out.append(
+                (directory, pa.RecordBatch.from_arrays([part.column(n) for n in names], schema=self._file_schema))
+            )
         return out
 
     def _write_explained(self, sequence: "_Sequence", batch: pa.RecordBatch) -> None:
@@ -264,8 +275,9 @@ class FileWriter:
                 self._fail(exc)
         if self.error is not None:
             return UploadReport(error=self.error)
-        return UploadReport(files=tuple(self._done), rows=sum(f.rows for f in self._done),
-                            bytes=sum(f.bytes for f in self._done))
+        return UploadReport(
+            files=tuple(self._done), rows=sum(f.rows for f in self._done), bytes=sum(f.bytes for f in self._done)
+        )
 
     @property
     def open_files(self) -> int:
@@ -303,10 +315,15 @@ class FileWriter:
         key = self._name(sequence.directory, sequence.files)
         self._current = sequence
         sequence.stream = MultipartStream(
-            self._client, self._bucket, key, part_size=self._config.part_size,
-            pool=self._pool, max_in_flight=self._config.max_concurrency,
+            self._client,
+            self._bucket,
+            key,
+            part_size=self._config.part_size,
+            pool=self._pool,
+            max_in_flight=self._config.max_concurrency,
             create_args=self._config.objects.data_file_args(self._format.content_type),
-            part_args=self._config.objects.part_args())
+            part_args=self._config.objects.part_args(),
+        )
         sequence.encoder = self._format.open(self._file_schema, sequence.stream, self._max_file_size)
 
     def _close_file(self, sequence: _Sequence) -> None:
@@ -316,15 +333,21 @@ class FileWriter:
         try:
             encoder.close()
         except ENCODE_ERRORS as exc:
-            raise EncodeError(f"the {self._format.name} format could not finish a file: "
-                              f"{type(exc).__name__}: {exc}") from exc
+            raise EncodeError(
+                f"the {self._format.name} format could not finish a file: {type(exc).__name__}: {exc}"
+            ) from exc
         pending = dataclasses.replace(stream.finish(rows=encoder.rows), stats=encoder.stats())  # .stats
         sequence.encoder = sequence.stream = None
         self._opened.pop(sequence.directory, None)
         self._done.append(pending)
         self._on_file(pending)
-        _log.debug("uploaded %s: %d rows, %d bytes, %d parts (pending)",
-                   pending.key, pending.rows, pending.bytes, len(pending.parts))
+        _log.debug(
+            "uploaded %s: %d rows, %d bytes, %d parts (pending)",
+            pending.key,
+            pending.rows,
+            pending.bytes,
+            len(pending.parts),
+        )
 
     def _explain_encode_error(self, batch: pa.RecordBatch, exc: BaseException) -> str:
         """Name the column and the value the format could not encode (on the error path only:
@@ -336,9 +359,11 @@ class FileWriter:
                 continue
             for row in range(column.num_rows):
                 if not _encodes(self._format, column.slice(row, 1)):
-                    return (f"{what} column {field.name!r} ({field.type}), value "
-                            f"{_show_value(column.column(0), row)}: "
-                            f"{type(exc).__name__}: {exc}")
+                    return (
+                        f"{what} column {field.name!r} ({field.type}), value "
+                        f"{_show_value(column.column(0), row)}: "
+                        f"{type(exc).__name__}: {exc}"
+                    )
             return f"{what} column {field.name!r} ({field.type}): {type(exc).__name__}: {exc}"
         return f"{what} a row: {type(exc).__name__}: {exc}"
 

@@ -52,10 +52,18 @@ CASES = ["generate", "copy_parquet", "write_parquet", "copy_csv", "write_text", 
 def schema():
     import pyarrow as pa
 
-    return pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()),
-                      ("quantity", pa.int32()), ("paid", pa.bool_()),
-                      ("created", pa.timestamp("us", tz="UTC")), ("day", pa.date32()),
-                      ("note", pa.string())])
+    return pa.schema(
+        [
+            ("id", pa.int64()),
+            ("name", pa.string()),
+            ("amount", pa.float64()),
+            ("quantity", pa.int32()),
+            ("paid", pa.bool_()),
+            ("created", pa.timestamp("us", tz="UTC")),
+            ("day", pa.date32()),
+            ("note", pa.string()),
+        ]
+    )
 
 
 _START = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
@@ -69,10 +77,16 @@ _NOTES = [None, None, "leave at the door"]
 def shard_rows(shard: int, rows: int) -> Iterator[Dict[str, Any]]:
     """One shard of the data set: cheap to make, so that the sinks' cost dominates."""
     for i in range(shard * SHARD_ROWS, min((shard + 1) * SHARD_ROWS, rows)):
-        yield {"id": i, "name": _NAMES[i % 1000], "amount": (i * 7919 % 100_000) / 100,
-               "quantity": i % 100, "paid": i % 10 != 0,
-               "created": _START + datetime.timedelta(seconds=i), "day": _DAYS[i % 365],
-               "note": _NOTES[i % 3]}
+        yield {
+            "id": i,
+            "name": _NAMES[i % 1000],
+            "amount": (i * 7919 % 100_000) / 100,
+            "quantity": i % 100,
+            "paid": i % 10 != 0,
+            "created": _START + datetime.timedelta(seconds=i),
+            "day": _DAYS[i % 365],
+            "note": _NOTES[i % 3],
+        }
 
 
 def csv_line(row: Dict[str, Any]) -> str:
@@ -90,8 +104,9 @@ def runner_lib(name: str) -> str:
         lib = os.path.join(base, name, "lib")
         if glob.glob(os.path.join(lib, "*.jar")):
             return lib
-    raise SystemExit(f"no {name} job server jars in {_cache_dir()}/{name}/lib or /tmp/warm/{name}/lib; "
-                     "run scripts/fetch-runners.sh")
+    raise SystemExit(
+        f"no {name} job server jars in {_cache_dir()}/{name}/lib or /tmp/warm/{name}/lib; run scripts/fetch-runners.sh"
+    )
 
 
 def prism_binary() -> str:
@@ -101,8 +116,10 @@ def prism_binary() -> str:
     raise SystemExit("no Prism binary; run scripts/fetch-runners.sh")
 
 
-_SPARK_OPENS = [f"--add-opens=java.base/{m}=ALL-UNNAMED"
-                for m in ("sun.nio.ch", "java.nio", "java.lang", "java.util", "java.lang.invoke")]
+_SPARK_OPENS = [
+    f"--add-opens=java.base/{m}=ALL-UNNAMED"
+    for m in ("sun.nio.ch", "java.nio", "java.lang", "java.util", "java.lang.invoke")
+]
 
 
 def start_job_server(name: str, log: Any, spark_master: str = "local[2]") -> "tuple[subprocess.Popen, str]":
@@ -113,13 +130,25 @@ def start_job_server(name: str, log: Any, spark_master: str = "local[2]") -> "tu
     port = free_port()
     lib = os.path.join(runner_lib(name), "*")
     if name == "flink":
-        command = ["java", "-cp", lib, "org.apache.beam.runners.flink.FlinkJobServerDriver",
-                   "--flink-master", "[local]"]
+        command = [
+            "java",
+            "-cp",
+            lib,
+            "org.apache.beam.runners.flink.FlinkJobServerDriver",
+            "--flink-master",
+            "[local]",
+        ]
     else:
-        command = ["java", *_SPARK_OPENS, "-cp", lib, "org.apache.beam.runners.spark.SparkJobServerDriver",
-                   "--spark-master-url", spark_master]
-    command += ["--job-host", "127.0.0.1", "--job-port", str(port), "--artifact-port", "0",
-                "--expansion-port", "0"]
+        command = [
+            "java",
+            *_SPARK_OPENS,
+            "-cp",
+            lib,
+            "org.apache.beam.runners.spark.SparkJobServerDriver",
+            "--spark-master-url",
+            spark_master,
+        ]
+    command += ["--job-host", "127.0.0.1", "--job-port", str(port), "--artifact-port", "0", "--expansion-port", "0"]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     import socket
 
@@ -141,33 +170,51 @@ def runner_flags(runner: str, job_endpoint: str = "", parallelism: int = 2) -> L
     if runner == "direct":
         return ["--runner=DirectRunner"]
     if runner == "multiprocess":
-        return ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
-                f"--direct_num_workers={parallelism}"]
+        return [
+            "--runner=DirectRunner",
+            "--direct_running_mode=multi_processing",
+            f"--direct_num_workers={parallelism}",
+        ]
     if runner == "prism":
-        return ["--runner=PrismRunner", f"--prism_location={prism_binary()}",
-                "--environment_type=LOOPBACK", f"--parallelism={parallelism}"]
-    return ["--runner=PortableRunner", f"--job_endpoint={job_endpoint}", "--environment_type=LOOPBACK",
-            f"--parallelism={parallelism}"]
+        return [
+            "--runner=PrismRunner",
+            f"--prism_location={prism_binary()}",
+            "--environment_type=LOOPBACK",
+            f"--parallelism={parallelism}",
+        ]
+    return [
+        "--runner=PortableRunner",
+        f"--job_endpoint={job_endpoint}",
+        "--environment_type=LOOPBACK",
+        f"--parallelism={parallelism}",
+    ]
 
 
 # one case, in a child process ---------------------------------------------------------------
 def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List[str]) -> None:
     prefix = f"s3://{bucket}/{case}-{uuid.uuid4().hex[:8]}"
-    s3_flags = [f"--s3_endpoint_url={endpoint}", f"--s3_region_name={REGION}",
-                f"--s3_access_key_id={ACCESS_KEY}", f"--s3_secret_access_key={SECRET_KEY}"]
+    s3_flags = [
+        f"--s3_endpoint_url={endpoint}",
+        f"--s3_region_name={REGION}",
+        f"--s3_access_key_id={ACCESS_KEY}",
+        f"--s3_secret_access_key={SECRET_KEY}",
+    ]
     if case == "baseline_parquet":
         import boto3
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pylist([r for s in range(_shards(rows)) for r in shard_rows(s, rows)],
-                                     schema=schema())
+        table = pa.Table.from_pylist([r for s in range(_shards(rows)) for r in shard_rows(s, rows)], schema=schema())
         buffer = io.BytesIO()
         pq.write_table(table, buffer)
-        client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
-                              aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
-        client.put_object(Bucket=bucket, Key=prefix[len(f"s3://{bucket}/"):] + "/data.parquet",
-                          Body=buffer.getvalue())
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=REGION,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+        )
+        client.put_object(Bucket=bucket, Key=prefix[len(f"s3://{bucket}/") :] + "/data.parquet", Body=buffer.getvalue())
         return
 
     import apache_beam as beam
@@ -175,16 +222,23 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
 
     from beam_s3_sink import CopyToS3, S3Config
 
-    config = S3Config(endpoint_url=endpoint, region_name=REGION, access_key_id=ACCESS_KEY,
-                      secret_access_key=SECRET_KEY, path_style=True)
+    config = S3Config(
+        endpoint_url=endpoint,
+        region_name=REGION,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        path_style=True,
+    )
     with beam.Pipeline(options=PipelineOptions(runner_args + s3_flags)) as p:
-        generated = (p | beam.Create(list(range(_shards(rows))))
-                     | beam.FlatMap(shard_rows, rows))
+        generated = p | beam.Create(list(range(_shards(rows)))) | beam.FlatMap(shard_rows, rows)
         if case == "generate":
             generated | beam.combiners.Count.Globally()
         elif case in ("copy_parquet", "copy_csv"):
-            (generated | CopyToS3(prefix, format=case[len("copy_"):], schema=schema(), s3=config)
-             | beam.Map(_print_files))
+            (
+                generated
+                | CopyToS3(prefix, format=case[len("copy_") :], schema=schema(), s3=config)
+                | beam.Map(_print_files)
+            )
         elif case == "write_parquet":
             generated | beam.io.WriteToParquet(prefix + "/part", schema(), file_name_suffix=".parquet")
         elif case == "write_text":
@@ -241,8 +295,20 @@ def duckdb_dir() -> str:
     cache = os.environ.get("BEAM_S3_SINK_CACHE", os.path.expanduser("~/.cache/beam-s3-sink"))
     target = os.path.join(cache, "bench", f"duckdb-{DUCKDB_VERSION}")
     if not os.path.isdir(os.path.join(target, "duckdb_extension_httpfs")):
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", target, "-r",
-                        os.path.join(ROOT, "benchmarks", "requirements-duckdb.txt")], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--target",
+                target,
+                "-r",
+                os.path.join(ROOT, "benchmarks", "requirements-duckdb.txt"),
+            ],
+            check=True,
+        )
     return target
 
 
@@ -253,11 +319,19 @@ def _httpfs_extension() -> str:
     import duckdb
     import duckdb_extension_httpfs
 
-    found = glob.glob(os.path.join(os.path.dirname(duckdb_extension_httpfs.__file__), "extensions",
-                                   f"v{duckdb.__version__}", "httpfs.duckdb_extension"))
+    found = glob.glob(
+        os.path.join(
+            os.path.dirname(duckdb_extension_httpfs.__file__),
+            "extensions",
+            f"v{duckdb.__version__}",
+            "httpfs.duckdb_extension",
+        )
+    )
     if not found:
-        raise SystemExit(f"duckdb-extension-httpfs=={duckdb.__version__} is not installed "
-                         "(pip install -r benchmarks/requirements.txt)")
+        raise SystemExit(
+            f"duckdb-extension-httpfs=={duckdb.__version__} is not installed "
+            "(pip install -r benchmarks/requirements.txt)"
+        )
     return found[0]
 
 
@@ -271,27 +345,51 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
 
         con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
         con.execute(f"LOAD '{_httpfs_extension()}'")
-        con.execute(f"CREATE SECRET (TYPE s3, KEY_ID '{ACCESS_KEY}', SECRET '{SECRET_KEY}', REGION '{REGION}', "
-                    f"ENDPOINT '{host}', URL_STYLE 'path', USE_SSL false)")
+        con.execute(
+            f"CREATE SECRET (TYPE s3, KEY_ID '{ACCESS_KEY}', SECRET '{SECRET_KEY}', REGION '{REGION}', "
+            f"ENDPOINT '{host}', URL_STYLE 'path', USE_SSL false)"
+        )
         con.execute(f"COPY (FROM read_parquet('{path}')) TO 's3://{bucket}/{prefix}/data.parquet' (FORMAT parquet)")
         return
     if case == "write_dataset":
         import pyarrow.dataset as ds
         from pyarrow.fs import S3FileSystem
 
-        fs = S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                          endpoint_override=host, scheme="http")
-        ds.write_dataset(ds.dataset(path, format="parquet"), f"{bucket}/{prefix}", format="parquet",
-                         filesystem=fs)
+        fs = S3FileSystem(
+            access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION, endpoint_override=host, scheme="http"
+        )
+        ds.write_dataset(ds.dataset(path, format="parquet"), f"{bucket}/{prefix}", format="parquet", filesystem=fs)
         return
-    s3_flags = [f"--s3_endpoint_url={endpoint}", f"--s3_region_name={REGION}",
-                f"--s3_access_key_id={ACCESS_KEY}", f"--s3_secret_access_key={SECRET_KEY}"]
+    s3_flags = [
+        f"--s3_endpoint_url={endpoint}",
+        f"--s3_region_name={REGION}",
+        f"--s3_access_key_id={ACCESS_KEY}",
+        f"--s3_secret_access_key={SECRET_KEY}",
+    ]
     if case == "cli":
-        env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-               "AWS_DEFAULT_REGION": REGION}
-        subprocess.run([sys.executable, "-m", "beam_s3_sink.cli", "--source", path,
-                        "--output", f"s3://{bucket}/{prefix}", *s3_flags, *_cli_flags()],
-                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+        }
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "beam_s3_sink.cli",
+                "--source",
+                path,
+                "--output",
+                f"s3://{bucket}/{prefix}",
+                *s3_flags,
+                *_cli_flags(),
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         return
     import apache_beam as beam
     import pyarrow.parquet as pq
@@ -300,14 +398,22 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
     from beam_s3_sink import CopyToS3, S3Config
 
     schema = pq.read_schema(path)
-    config = S3Config(endpoint_url=endpoint, region_name=REGION, access_key_id=ACCESS_KEY,
-                      secret_access_key=SECRET_KEY, path_style=True)
+    config = S3Config(
+        endpoint_url=endpoint,
+        region_name=REGION,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        path_style=True,
+    )
     with beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner"] + s3_flags)) as p:
         if case == "read_batched":
             p | beam.io.ReadFromParquetBatched(path) | beam.Map(lambda t: t.num_rows) | beam.CombineGlobally(sum)
         elif case == "beam_batched":
-            (p | beam.io.ReadFromParquetBatched(path)
-             | beam.io.WriteToParquetBatched(f"s3://{bucket}/{prefix}/part", schema, file_name_suffix=".parquet"))
+            (
+                p
+                | beam.io.ReadFromParquetBatched(path)
+                | beam.io.WriteToParquetBatched(f"s3://{bucket}/{prefix}/part", schema, file_name_suffix=".parquet")
+            )
         elif case == "copy_batches":
             p | beam.io.ReadFromParquetBatched(path) | CopyToS3(f"s3://{bucket}/{prefix}", schema=schema, s3=config)
         elif case == "copy_rows":
@@ -394,14 +500,31 @@ def lineitem_main(args: argparse.Namespace) -> int:
     server = start_moto(port)
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        client = boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
-                              aws_secret_access_key=SECRET_KEY)
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=REGION,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+        )
         bucket = "bench"
         client.create_bucket(Bucket=bucket)
 
         def one(case: str, file: str) -> Dict[str, float]:
-            argv = [sys.executable, __file__, "--suite", "lineitem", "--case", case, "--input", file,
-                    "--endpoint", endpoint, "--bucket", bucket]
+            argv = [
+                sys.executable,
+                __file__,
+                "--suite",
+                "lineitem",
+                "--case",
+                case,
+                "--input",
+                file,
+                "--endpoint",
+                endpoint,
+                "--bucket",
+                bucket,
+            ]
             try:
                 figures = measure_tree(argv)
             except SystemExit as exc:  # moto, loaded, sometimes fails a request: one more try
@@ -415,35 +538,49 @@ def lineitem_main(args: argparse.Namespace) -> int:
         for attempt in range(args.repeat):
             for case in cases:
                 runs[case].append(one(case, path))
-                print(f"  run {attempt + 1}/{args.repeat} {case:14} {runs[case][-1]['seconds']:7.2f} s "
-                      f"{runs[case][-1]['rss_mib']:6.0f} MiB", file=sys.stderr, flush=True)
+                print(
+                    f"  run {attempt + 1}/{args.repeat} {case:14} {runs[case][-1]['seconds']:7.2f} s "
+                    f"{runs[case][-1]['rss_mib']:6.0f} MiB",
+                    file=sys.stderr,
+                    flush=True,
+                )
         median = {c: statistics.median(r["seconds"] for r in runs[c]) for c in cases}
         rss = {c: max(r["rss_mib"] for r in runs[c]) for c in cases}
-        print(f"\nTPC-H lineitem SF{args.scale} ({meta.num_rows:,} rows, {meta.num_columns} columns, "
-              f"{meta.num_row_groups} row groups, {os.path.getsize(path) / 2**20:.0f} MiB), local Parquet -> "
-              f"moto S3 on loopback, {os.cpu_count()} cores, median of {args.repeat} run(s)\n")
+        print(
+            f"\nTPC-H lineitem SF{args.scale} ({meta.num_rows:,} rows, {meta.num_columns} columns, "
+            f"{meta.num_row_groups} row groups, {os.path.getsize(path) / 2**20:.0f} MiB), local Parquet -> "
+            f"moto S3 on loopback, {os.cpu_count()} cores, median of {args.repeat} run(s)\n"
+        )
         print("| way | seconds | rows/s | peak RSS MiB | × DuckDB |\n| --- | ---: | ---: | ---: | ---: |")
         for c in cases:
             ratio = f"{median[c] / median['duckdb']:.2f}" if "duckdb" in median else ""
-            print(f"| {LINEITEM_LABELS[c]} | {median[c]:.1f} | {meta.num_rows / median[c]:,.0f} | {rss[c]:.0f} | {ratio} |")
+            print(
+                f"| {LINEITEM_LABELS[c]} | {median[c]:.1f} | {meta.num_rows / median[c]:,.0f} | {rss[c]:.0f} | {ratio} |"
+            )
         print()
-        targets = [("copy_batches", "write_dataset", "CopyToS3 batches / write_dataset", 1.25),
-                   ("copy_batches", "beam_batched", "CopyToS3 batches / WriteToParquetBatched", 0.4),
-                   ("cli", "duckdb", "CLI / DuckDB COPY", 1.5)]
+        targets = [
+            ("copy_batches", "write_dataset", "CopyToS3 batches / write_dataset", 1.25),
+            ("copy_batches", "beam_batched", "CopyToS3 batches / WriteToParquetBatched", 0.4),
+            ("cli", "duckdb", "CLI / DuckDB COPY", 1.5),
+        ]
         for a, b, label, target in targets:
             if a in median and b in median:
                 ratio = median[a] / median[b]
                 print(f"{label:44} {ratio:5.2f}  (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
         if "copy_batches" in rss and "beam_batched" in rss:
-            print(f"{'peak RSS CopyToS3 batches / WriteToParquetBatched':44} {rss['copy_batches'] / rss['beam_batched']:5.2f}"
-                  f"  ({rss['copy_batches']:.0f} / {rss['beam_batched']:.0f} MiB, target <= 1)")
+            print(
+                f"{'peak RSS CopyToS3 batches / WriteToParquetBatched':44} {rss['copy_batches'] / rss['beam_batched']:5.2f}"
+                f"  ({rss['copy_batches']:.0f} / {rss['beam_batched']:.0f} MiB, target <= 1)"
+            )
         if args.rss_scales:
             small_scale, large_scale = args.rss_scales.split(",")
             for case in ("copy_batches", "beam_batched"):
                 small = one(case, lineitem_file(small_scale))["rss_mib"]
                 large = one(case, lineitem_file(large_scale))["rss_mib"]
-                print(f"{'peak RSS ' + case + f' SF{large_scale} / SF{small_scale}':44} {large / small:5.2f}"
-                      f"  ({large:.0f} / {small:.0f} MiB, target <= 1.15 for copy_batches)")
+                print(
+                    f"{'peak RSS ' + case + f' SF{large_scale} / SF{small_scale}':44} {large / small:5.2f}"
+                    f"  ({large:.0f} / {small:.0f} MiB, target <= 1.15 for copy_batches)"
+                )
     finally:
         server.terminate()
         server.wait(10)
@@ -451,17 +588,32 @@ def lineitem_main(args: argparse.Namespace) -> int:
 
 
 # the driver ----------------------------------------------------------------------------------
-def measure(case: str, rows: int, endpoint: str, bucket: str,
-            runner_args: List[str] = ("--runner=DirectRunner",)) -> Dict[str, float]:
+def measure(
+    case: str, rows: int, endpoint: str, bucket: str, runner_args: List[str] = ("--runner=DirectRunner",)
+) -> Dict[str, float]:
     """Run one case in its own process: wall seconds, peak RSS, and a copy's data files."""
     import tempfile
 
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        child = subprocess.Popen([sys.executable, __file__, "--case", case, "--rows", str(rows),
-                                  "--endpoint", endpoint, "--bucket", bucket,
-                                  "--runner-args", json.dumps(list(runner_args))],
-                                 stdout=out, stderr=err)
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--case",
+                case,
+                "--rows",
+                str(rows),
+                "--endpoint",
+                endpoint,
+                "--bucket",
+                bucket,
+                "--runner-args",
+                json.dumps(list(runner_args)),
+            ],
+            stdout=out,
+            stderr=err,
+        )
         _, status, usage = os.wait4(child.pid, 0)
         elapsed = time.monotonic() - started
         if os.waitstatus_to_exitcode(status) != 0:
@@ -483,14 +635,13 @@ def merge_benchmark(n: int = 100_000) -> float:
     from beam_s3_sink.completion import MergeReports
     from beam_s3_sink.messages import PendingFile, UploadReport
 
-    reports = [UploadReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 1),), rows=1, bytes=1)
-               for i in range(n)]
+    reports = [UploadReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 1),), rows=1, bytes=1) for i in range(n)]
     combine = MergeReports()
     started = time.monotonic()
     accumulators = []
     for chunk in range(0, n, 1000):  # partial combines, as a runner does per bundle
         acc = combine.create_accumulator()
-        for report in reports[chunk:chunk + 1000]:
+        for report in reports[chunk : chunk + 1000]:
             acc = combine.add_input(acc, report)
         accumulators.append(acc)
     merged = combine.extract_output(combine.merge_accumulators(accumulators))
@@ -517,41 +668,61 @@ def file_counts(args: argparse.Namespace, endpoint: str, bucket: str, log: Any) 
                     continue
                 run = measure(case, args.rows, endpoint, bucket, flags)
                 results.append((runner, parallelism, case, run))
-                print(f"  {runner:12} p={parallelism} {case:13} {run['seconds']:7.2f} s  {run['files']} files",
-                      file=sys.stderr)
+                print(
+                    f"  {runner:12} p={parallelism} {case:13} {run['seconds']:7.2f} s  {run['files']} files",
+                    file=sys.stderr,
+                )
     finally:
         for process, _ in servers.values():
             process.terminate()
             process.wait(30)
     print(f"\n{args.rows:,} rows, 8 columns, default options (max_file_size 256 MiB)\n")
-    print(f"{'runner':14} {'parallelism':>11} {'case':13} {'files':>6} {'files/worker':>12} "
-          f"{'mean MiB':>9} {'seconds':>8}")
+    print(
+        f"{'runner':14} {'parallelism':>11} {'case':13} {'files':>6} {'files/worker':>12} "
+        f"{'mean MiB':>9} {'seconds':>8}"
+    )
     for runner, parallelism, case, run in results:
         mean = run["bytes"] / max(1, run["files"]) / 2**20
-        print(f"{runner:14} {parallelism:11} {case:13} {run['files']:6} {run['files'] / parallelism:12.1f} "
-              f"{mean:9.2f} {run['seconds']:8.1f}")
+        print(
+            f"{runner:14} {parallelism:11} {case:13} {run['files']:6} {run['files'] / parallelism:12.1f} "
+            f"{mean:9.2f} {run['seconds']:8.1f}"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=None, help="runs per case (default 3; 1 on Flink)")
-    parser.add_argument("--rss-rows", type=int, default=None,
-                        help="rows of the large CopyToS3 Parquet run for the memory check (0: skip it; "
-                             "default 4,000,000 on the DirectRunner, 0 on Flink)")
+    parser.add_argument(
+        "--rss-rows",
+        type=int,
+        default=None,
+        help="rows of the large CopyToS3 Parquet run for the memory check (0: skip it; "
+        "default 4,000,000 on the DirectRunner, 0 on Flink)",
+    )
     parser.add_argument("--cases", default=None)
     parser.add_argument("--runner", choices=["direct", "flink"], default="direct")
     parser.add_argument("--job-endpoint", default="", help="use this Flink job server instead of starting one")
     parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("--file-counts", action="store_true",
-                        help="count the data files of a copy on every runner (direct, 2 processes, "
-                             "Flink 2 and 4, Spark local[2], Prism)")
-    parser.add_argument("--merge-reports", type=int, default=100_000,
-                        help="also time merging this many bundle reports (0: skip)")
-    parser.add_argument("--suite", choices=("rows", "lineitem"), default="rows",
-                        help="rows: the generated 8-column suite; lineitem: TPC-H lineitem from Parquet")
+    parser.add_argument(
+        "--file-counts",
+        action="store_true",
+        help="count the data files of a copy on every runner (direct, 2 processes, "
+        "Flink 2 and 4, Spark local[2], Prism)",
+    )
+    parser.add_argument(
+        "--merge-reports", type=int, default=100_000, help="also time merging this many bundle reports (0: skip)"
+    )
+    parser.add_argument(
+        "--suite",
+        choices=("rows", "lineitem"),
+        default="rows",
+        help="rows: the generated 8-column suite; lineitem: TPC-H lineitem from Parquet",
+    )
     parser.add_argument("--scale", default="1", help="lineitem: the TPC-H scale factor")
-    parser.add_argument("--rss-scales", default="0.5,2", help="lineitem: the two scale factors of the RSS check ('' skips)")
+    parser.add_argument(
+        "--rss-scales", default="0.5,2", help="lineitem: the two scale factors of the RSS check ('' skips)"
+    )
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
@@ -565,8 +736,13 @@ def main() -> int:
         args.repeat = args.repeat or 3
         return lineitem_main(args)
     if args.case:
-        run_case(args.case, args.rows, args.endpoint, args.bucket,
-                 json.loads(args.runner_args) if args.runner_args else ["--runner=DirectRunner"])
+        run_case(
+            args.case,
+            args.rows,
+            args.endpoint,
+            args.bucket,
+            json.loads(args.runner_args) if args.runner_args else ["--runner=DirectRunner"],
+        )
         return 0
     flink = args.runner == "flink"
     if args.repeat is None:
@@ -574,8 +750,11 @@ def main() -> int:
     if args.rss_rows is None:
         args.rss_rows = 0 if flink or args.file_counts else 4_000_000
     if args.cases is None:
-        args.cases = ("copy_parquet,copy_csv" if args.file_counts else
-                      ",".join(c for c in CASES if not (flink and c == "baseline_parquet")))
+        args.cases = (
+            "copy_parquet,copy_csv"
+            if args.file_counts
+            else ",".join(c for c in CASES if not (flink and c == "baseline_parquet"))
+        )
 
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from conftest import free_port, start_moto
@@ -589,8 +768,13 @@ def main() -> int:
         import boto3
 
         bucket = "bench"
-        boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=ACCESS_KEY,
-                     aws_secret_access_key=SECRET_KEY).create_bucket(Bucket=bucket)
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=REGION,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+        ).create_bucket(Bucket=bucket)
         if args.file_counts:
             file_counts(args, endpoint, bucket, log)
             return 0
@@ -609,20 +793,23 @@ def main() -> int:
             for case in cases:  # interleaved, so that drift hits every case alike
                 runs[case].append(measure(case, args.rows, endpoint, bucket, flags))
                 files = f"  {runs[case][-1]['files']} files" if "files" in runs[case][-1] else ""
-                print(f"  run {attempt + 1}/{args.repeat} {case:17} {runs[case][-1]['seconds']:7.2f} s{files}",
-                      file=sys.stderr)
+                print(
+                    f"  run {attempt + 1}/{args.repeat} {case:17} {runs[case][-1]['seconds']:7.2f} s{files}",
+                    file=sys.stderr,
+                )
         median = {c: statistics.median(r["seconds"] for r in runs[c]) for c in cases}
         rss = {c: max(r["rss_mib"] for r in runs[c]) for c in cases}
-        print(f"\n{args.rows:,} rows, 8 columns, {where}, moto S3 on loopback, "
-              f"median of {args.repeat} run(s)\n")
+        print(f"\n{args.rows:,} rows, 8 columns, {where}, moto S3 on loopback, median of {args.repeat} run(s)\n")
         print(f"{'case':18} {'seconds':>9} {'rows/s':>12} {'peak RSS MiB':>13} {'data files':>11}")
         for c in cases:
             files = runs[c][-1].get("files", "")
             print(f"{c:18} {median[c]:9.2f} {args.rows / median[c]:12,.0f} {rss[c]:13.0f} {files:>11}")
         print()
-        ratios = [("copy_parquet", "write_parquet", "CopyToS3 Parquet / WriteToParquet", 0.35),
-                  ("copy_csv", "write_text", "CopyToS3 CSV / WriteToText", 0.35),
-                  ("copy_parquet", "baseline_parquet", "CopyToS3 Parquet / hand-written baseline", 1.25)]
+        ratios = [
+            ("copy_parquet", "write_parquet", "CopyToS3 Parquet / WriteToParquet", 0.35),
+            ("copy_csv", "write_text", "CopyToS3 CSV / WriteToText", 0.35),
+            ("copy_parquet", "baseline_parquet", "CopyToS3 Parquet / hand-written baseline", 1.25),
+        ]
         for a, b, label, target in ratios:
             if a in median and b in median:
                 ratio = median[a] / median[b]
@@ -630,13 +817,16 @@ def main() -> int:
         for case in ("copy_parquet", "copy_csv"):
             if case in median and "generate" in median:
                 extra = (median[case] - median["generate"]) / (args.rows / 1e6)
-                print(f"{case + ' - generate, s per million rows':44} {extra:5.2f}"
-                      + ("  (target <= 5)" if flink else ""))
+                print(
+                    f"{case + ' - generate, s per million rows':44} {extra:5.2f}" + ("  (target <= 5)" if flink else "")
+                )
         if args.rss_rows:
             small = measure("copy_parquet", args.rows, endpoint, bucket, flags)["rss_mib"]
             large = measure("copy_parquet", args.rss_rows, endpoint, bucket, flags)["rss_mib"]
-            print(f"{'peak RSS, CopyToS3 Parquet %s / %s rows' % (f'{args.rss_rows:,}', f'{args.rows:,}'):44} "
-                  f"{large / small:5.2f}  ({large:.0f} / {small:.0f} MiB, target <= 1.15)")
+            print(
+                f"{'peak RSS, CopyToS3 Parquet %s / %s rows' % (f'{args.rss_rows:,}', f'{args.rows:,}'):44} "
+                f"{large / small:5.2f}  ({large:.0f} / {small:.0f} MiB, target <= 1.15)"
+            )
         if args.merge_reports:
             seconds = merge_benchmark(args.merge_reports)
             print(f"{'merging %s bundle reports, seconds' % f'{args.merge_reports:,}':44} {seconds:5.2f}  (target < 1)")

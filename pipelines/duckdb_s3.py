@@ -24,19 +24,20 @@ def httpfs_path() -> str:
 
     spec = importlib.util.find_spec("duckdb_extension_httpfs")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("duckdb-extension-httpfs is not installed: pip install "
-                           f"'duckdb-extension-httpfs=={duckdb.__version__}'")
+        raise RuntimeError(
+            f"duckdb-extension-httpfs is not installed: pip install 'duckdb-extension-httpfs=={duckdb.__version__}'"
+        )
     version = duckdb.__version__
     for root in spec.submodule_search_locations:
         path = os.path.join(root, "extensions", f"v{version}", "httpfs.duckdb_extension")
         if os.path.exists(path):
             return path
-    raise RuntimeError(f"duckdb-extension-httpfs has no build for duckdb {version}: install "
-                       f"'duckdb-extension-httpfs=={version}'")
+    raise RuntimeError(
+        f"duckdb-extension-httpfs has no build for duckdb {version}: install 'duckdb-extension-httpfs=={version}'"
+    )
 
 
-def connect(endpoint_url: str, access_key_id: str, secret_access_key: str,
-            region: str = "us-east-1") -> Any:
+def connect(endpoint_url: str, access_key_id: str, secret_access_key: str, region: str = "us-east-1") -> Any:
     """A DuckDB connection that reads ``s3://`` paths from ``endpoint_url`` (path-style)."""
     import duckdb
 
@@ -45,7 +46,7 @@ def connect(endpoint_url: str, access_key_id: str, secret_access_key: str,
     con.execute(f"LOAD '{httpfs_path()}'")
     con.execute("SET TimeZone = 'UTC'")
     con.execute(
-        "CREATE SECRET s3_store (TYPE s3, KEY_ID ?, SECRET ?, REGION ?, ENDPOINT ?, "
-        "URL_STYLE 'path', USE_SSL ?)",
-        [access_key_id, secret_access_key, region, url.netloc, url.scheme == "https"])
+        "CREATE SECRET s3_store (TYPE s3, KEY_ID ?, SECRET ?, REGION ?, ENDPOINT ?, URL_STYLE 'path', USE_SSL ?)",
+        [access_key_id, secret_access_key, region, url.netloc, url.scheme == "https"],
+    )
     return con

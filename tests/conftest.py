@@ -23,7 +23,8 @@ from beam_s3_sink import S3Config
 # by name, as a remote worker would import user code: put them on their path.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [_HERE, os.path.dirname(_HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    [_HERE, os.path.dirname(_HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+)
 if os.path.dirname(_HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(_HERE))
 
@@ -36,8 +37,7 @@ from pipelines.s3servers import ACCESS_KEY, REGION, SECRET_KEY, SERVERS, S3Serve
 #: DirectRunner falls back to after first trying Prism (a failed download here, every pipeline).
 LOCAL_RUNNERS = {
     "direct": ["--runner=FnApiRunner"],
-    "multiprocess": ["--runner=FnApiRunner", "--direct_running_mode=multi_processing",
-                     "--direct_num_workers=2"],
+    "multiprocess": ["--runner=FnApiRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
     "portable": ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"],
 }
 #: Runners on a job server of the session (tests/jobservers.py), with parallelism 2: Flink with
@@ -92,8 +92,14 @@ def s3_endpoint(s3_server: S3Server) -> str:
 
 @pytest.fixture(scope="session")
 def s3_config(s3_endpoint: str) -> S3Config:
-    return S3Config(endpoint_url=s3_endpoint, region_name=REGION, access_key_id=ACCESS_KEY,
-                    secret_access_key=SECRET_KEY, path_style=True, max_attempts=3)
+    return S3Config(
+        endpoint_url=s3_endpoint,
+        region_name=REGION,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        path_style=True,
+        max_attempts=3,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -116,24 +122,32 @@ def runner_args(name: str, request: Optional[pytest.FixtureRequest] = None) -> L
     if request is None:
         raise ValueError(f"runner {name!r} needs the test's request to start its job server")
     if name == "prism":
-        return ["--runner=PrismRunner", f"--job_endpoint={request.getfixturevalue('prism_job_server').address}",
-                "--environment_type=LOOPBACK"]
+        return [
+            "--runner=PrismRunner",
+            f"--job_endpoint={request.getfixturevalue('prism_job_server').address}",
+            "--environment_type=LOOPBACK",
+        ]
     server = request.getfixturevalue("spark_job_server" if name == "spark" else "flink_job_server")
     args = ["--runner=PortableRunner", f"--job_endpoint={server.address}", "--parallelism=2"]
     if name == "flink-external":
         pool = request.getfixturevalue("worker_pool")
-        return args + ["--environment_type=EXTERNAL", f"--environment_config={pool.address}",
-                       "--sdk_worker_parallelism=2"]
+        return args + [
+            "--environment_type=EXTERNAL",
+            f"--environment_config={pool.address}",
+            "--sdk_worker_parallelism=2",
+        ]
     return args + ["--environment_type=LOOPBACK"]
 
 
-def across_runners(variants: Sequence[str], on_distributed: Sequence[str],
-                   distributed: Sequence[str] = DISTRIBUTED_RUNNERS) -> List[Any]:
+def across_runners(
+    variants: Sequence[str], on_distributed: Sequence[str], distributed: Sequence[str] = DISTRIBUTED_RUNNERS
+) -> List[Any]:
     """``(runner, variant)`` params for ``@pytest.mark.parametrize("runner,variant", ...,
     indirect=["runner"])``: every variant on the in-process runners, ``on_distributed`` on the
     job-server runners (whose own contract is tests/test_runners.py), to keep the suite CI-sized."""
-    return ([pytest.param(r, v, id=f"{r}-{v}") for r in sorted(LOCAL_RUNNERS) for v in variants]
-            + [pytest.param(r, v, id=f"{r}-{v}") for r in distributed for v in on_distributed])
+    return [pytest.param(r, v, id=f"{r}-{v}") for r in sorted(LOCAL_RUNNERS) for v in variants] + [
+        pytest.param(r, v, id=f"{r}-{v}") for r in distributed for v in on_distributed
+    ]
 
 
 @pytest.fixture(params=RUNNERS)
@@ -210,14 +224,17 @@ def spark():
     Needs pyspark (the test extra) and Java 17+; without either the tests that use it fail."""
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[1]").appName("beam-s3-sink-tests")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.sql.shuffle.partitions", "1")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("beam-s3-sink-tests")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session

@@ -23,7 +23,7 @@ from conftest import ACCESS_KEY, REGION, SECRET_KEY
 
 def row(i: int) -> dict:
     """Row ``i`` of every test copy: the same rows in every run."""
-    return {"id": i, "name": f"name-{i}, \"{i % 7}\"", "amount": i * 0.5}
+    return {"id": i, "name": f'name-{i}, "{i % 7}"', "amount": i * 0.5}
 
 
 def slow_row(i: int, pause: float) -> dict:
@@ -37,22 +37,41 @@ def main(path: str) -> None:
 
     with open(path) as f:
         job = json.load(f)
-    config = S3Config(endpoint_url=job["endpoint"], region_name=REGION, access_key_id=ACCESS_KEY,
-                      secret_access_key=SECRET_KEY, path_style=True, max_attempts=3)
+    config = S3Config(
+        endpoint_url=job["endpoint"],
+        region_name=REGION,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        path_style=True,
+        max_attempts=3,
+    )
     schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64())])
     for prefix, sink_id in job["copies"]:
-        kwargs = dict(uri=f"s3://{job['bucket']}/{prefix}", format=job.get("format", "csv"), schema=schema,
-                      sink_id=sink_id, s3=config, if_exists=job.get("if_exists", "error"),
-                      fail_on_error=False, max_file_size=job.get("max_file_size", 256 * 2**20))
+        kwargs = dict(
+            uri=f"s3://{job['bucket']}/{prefix}",
+            format=job.get("format", "csv"),
+            schema=schema,
+            sink_id=sink_id,
+            s3=config,
+            if_exists=job.get("if_exists", "error"),
+            fail_on_error=False,
+            max_file_size=job.get("max_file_size", 256 * 2**20),
+        )
         pause = job.get("slow", 0)
         if pause:
+
             def make(i, pause=pause):
                 return slow_row(i, pause)
+
             result = helpers.run_copy(generate=(make, job["rows"]), **kwargs)
         else:
             result = helpers.run_copy([row(i) for i in range(job["rows"])], **kwargs)
-        print(json.dumps({"prefix": prefix, "sink_id": sink_id, "ok": result.ok, "rows": result.rows,
-                          "error": result.error}), flush=True)
+        print(
+            json.dumps(
+                {"prefix": prefix, "sink_id": sink_id, "ok": result.ok, "rows": result.rows, "error": result.error}
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,16 @@ from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["FaultProxy", "s3_operation"]
 
-_HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
-                "trailer", "upgrade", "content-length"}
+_HOP_HEADERS = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+}
 _MESSAGES = {
     "SlowDown": "Please reduce your request rate.",
     "InternalError": "We encountered an internal error. Please try again.",
@@ -57,20 +65,30 @@ def s3_operation(method: str, path: str, query: str) -> str:
     if "uploads" in params:
         return "CreateMultipartUpload" if method == "POST" else "ListMultipartUploads"
     if "uploadId" in params:
-        return {"POST": "CompleteMultipartUpload", "DELETE": "AbortMultipartUpload",
-                "PUT": "UploadPart", "GET": "ListParts"}.get(method, method)
+        return {
+            "POST": "CompleteMultipartUpload",
+            "DELETE": "AbortMultipartUpload",
+            "PUT": "UploadPart",
+            "GET": "ListParts",
+        }.get(method, method)
     if not has_key:
-        return {"GET": "ListObjectsV2", "PUT": "CreateBucket", "HEAD": "HeadBucket",
-                "DELETE": "DeleteBucket", "POST": "DeleteObjects"}.get(method, method)
-    return {"GET": "GetObject", "PUT": "PutObject", "HEAD": "HeadObject",
-            "DELETE": "DeleteObject"}.get(method, method)
+        return {
+            "GET": "ListObjectsV2",
+            "PUT": "CreateBucket",
+            "HEAD": "HeadBucket",
+            "DELETE": "DeleteBucket",
+            "POST": "DeleteObjects",
+        }.get(method, method)
+    return {"GET": "GetObject", "PUT": "PutObject", "HEAD": "HeadObject", "DELETE": "DeleteObject"}.get(method, method)
 
 
 def error_body(code: str, resource: str) -> bytes:
     """S3's XML error document."""
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
-            f"<Message>{_MESSAGES.get(code, code)}</Message><Resource>{resource}</Resource>"
-            f"<RequestId>{uuid.uuid4().hex[:16].upper()}</RequestId></Error>").encode()
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+        f"<Message>{_MESSAGES.get(code, code)}</Message><Resource>{resource}</Resource>"
+        f"<RequestId>{uuid.uuid4().hex[:16].upper()}</RequestId></Error>"
+    ).encode()
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -102,11 +120,21 @@ class FaultProxy:
     Every request's operation and headers are kept in ``seen``.
     """
 
-    def __init__(self, upstream: str, *, seed: int = 0, rate: float = 1 / 8, max_faults: int = 200,
-                 refuse: Optional[Dict[str, Tuple[int, str]]] = None, lifetime: float = 600.0,
-                 keep_answers: bool = False,
-                 hold: Optional[Callable[[str, str], Optional[str]]] = None, hold_parties: int = 2,
-                 hold_timeout: float = 10.0, drop_headers: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        seed: int = 0,
+        rate: float = 1 / 8,
+        max_faults: int = 200,
+        refuse: Optional[Dict[str, Tuple[int, str]]] = None,
+        lifetime: float = 600.0,
+        keep_answers: bool = False,
+        hold: Optional[Callable[[str, str], Optional[str]]] = None,
+        hold_parties: int = 2,
+        hold_timeout: float = 10.0,
+        drop_headers: Iterable[str] = (),
+    ) -> None:
         parts = urlsplit(upstream)
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self._random = random.Random(seed)
@@ -114,16 +142,16 @@ class FaultProxy:
         self._max_faults = max_faults
         self.refuse = dict(refuse or {})
         self._lock = threading.Lock()
-        self.faults: Counter = Counter()      # (operation, fault) -> count
-        self.requests: Counter = Counter()    # operation -> count
-        self.seen: list = []                  # (operation, {lower-case header: value}), in order
+        self.faults: Counter = Counter()  # (operation, fault) -> count
+        self.requests: Counter = Counter()  # operation -> count
+        self.seen: list = []  # (operation, {lower-case header: value}), in order
         self._keep_answers = keep_answers
-        self.answers: list = []               # bodies relayed, when keep_answers
+        self.answers: list = []  # bodies relayed, when keep_answers
         self._hold = hold
         self._hold_parties = hold_parties
         self._hold_timeout = hold_timeout
         self._groups: Dict[str, Tuple[list, threading.Event]] = {}
-        self.held: Counter = Counter()        # group -> requests that waited together
+        self.held: Counter = Counter()  # group -> requests that waited together
         self._drop = {h.lower() for h in drop_headers}
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -232,8 +260,11 @@ class FaultProxy:
             def _forward(self, body: bytes):
                 connection = http.client.HTTPConnection(*proxy._upstream, timeout=60)
                 try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS
-                               and k.lower() != "expect" and k.lower() not in proxy._drop}
+                    headers = {
+                        k: v
+                        for k, v in self.headers.items()
+                        if k.lower() not in _HOP_HEADERS and k.lower() != "expect" and k.lower() not in proxy._drop
+                    }
                     connection.request(self.command, self.path, body=body or None, headers=headers)
                     response = connection.getresponse()
                     data = response.read()

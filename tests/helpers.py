@@ -16,11 +16,15 @@ from beam_s3_sink import CopyToResult, CopyToS3
 SHARD_ROWS = 5000
 
 
-def run_copy(rows: Sequence[Any] = (), args: Optional[List[str]] = None, *,
-             generate: Optional[Tuple[Callable[[int], Any], int]] = None,
-             counters: Optional[Dict[str, int]] = None,
-             source: Optional[Callable[[Any], Any]] = None,
-             **copy_kwargs: Any) -> CopyToResult:
+def run_copy(
+    rows: Sequence[Any] = (),
+    args: Optional[List[str]] = None,
+    *,
+    generate: Optional[Tuple[Callable[[int], Any], int]] = None,
+    counters: Optional[Dict[str, int]] = None,
+    source: Optional[Callable[[Any], Any]] = None,
+    **copy_kwargs: Any,
+) -> CopyToResult:
     """Run a pipeline that copies ``rows`` and return its single result (via a temp file).
 
     ``generate=(make_row, n)`` makes rows ``make_row(0..n-1)`` inside the pipeline, in shards
@@ -40,9 +44,12 @@ def run_copy(rows: Sequence[Any] = (), args: Optional[List[str]] = None, *,
             pcoll = source(p)
         elif generate is not None:
             make_row, count = generate
-            pcoll = (p | "Shards" >> beam.Create(list(range(0, count, SHARD_ROWS)))
-                     | "Generate" >> beam.FlatMap(
-                         lambda start: [make_row(i) for i in range(start, min(start + SHARD_ROWS, count))]))
+            pcoll = (
+                p
+                | "Shards" >> beam.Create(list(range(0, count, SHARD_ROWS)))
+                | "Generate"
+                >> beam.FlatMap(lambda start: [make_row(i) for i in range(start, min(start + SHARD_ROWS, count))])
+            )
         else:
             pcoll = p | "Rows" >> beam.Create(list(rows))
         result = pcoll | CopyToS3(**copy_kwargs)

@@ -37,8 +37,10 @@ import grpc
 #: job-service module); the Python SDK under test is whatever is installed (2.77).
 JOB_SERVER_VERSION = "2.62.0"
 
-JAVA_OPENS = [f"--add-opens=java.base/{package}=ALL-UNNAMED"
-              for package in ("sun.nio.ch", "java.nio", "java.lang", "java.util", "java.lang.invoke")]
+JAVA_OPENS = [
+    f"--add-opens=java.base/{package}=ALL-UNNAMED"
+    for package in ("sun.nio.ch", "java.nio", "java.lang", "java.util", "java.lang.invoke")
+]
 
 START_TIMEOUT = 180.0
 
@@ -64,7 +66,8 @@ def _artifact(*parts: str) -> str:
     if not os.path.exists(path) or not os.path.exists(stamp):
         raise RunnerSetupError(
             f"{path} is missing (or its fetch did not finish): run `make runners` "
-            f"(scripts/fetch-runners.sh) to fetch the Flink, Spark and Prism runners into {cache_dir()}")
+            f"(scripts/fetch-runners.sh) to fetch the Flink, Spark and Prism runners into {cache_dir()}"
+        )
     return path
 
 
@@ -102,20 +105,29 @@ class ServerProcess:
                 pass
 
 
-def start_server(name: str, command: Sequence[str], port: int, log_dir: str,
-                 env: Optional[Dict[str, str]] = None) -> ServerProcess:
+def start_server(
+    name: str, command: Sequence[str], port: int, log_dir: str, env: Optional[Dict[str, str]] = None
+) -> ServerProcess:
     """Start ``command`` in its own process group and wait until its gRPC ``port`` answers."""
     log_path = os.path.join(log_dir, f"{name}.log")
     log = open(log_path, "wb")
-    process = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               env={**os.environ, **(env or {})}, start_new_session=True)
+    process = subprocess.Popen(
+        list(command),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
     log.close()
     server = ServerProcess(name, f"localhost:{port}", process, log_path)
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         if process.poll() is not None:
-            raise RunnerSetupError(f"{name} exited with code {process.returncode} while starting "
-                                   f"({' '.join(command)}); its log {log_path} ends:\n{server.log_tail()}")
+            raise RunnerSetupError(
+                f"{name} exited with code {process.returncode} while starting "
+                f"({' '.join(command)}); its log {log_path} ends:\n{server.log_tail()}"
+            )
         channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         try:
             grpc.channel_ready_future(channel).result(timeout=1)
@@ -123,8 +135,10 @@ def start_server(name: str, command: Sequence[str], port: int, log_dir: str,
         except grpc.FutureTimeoutError:
             if time.monotonic() > deadline:
                 server.stop()
-                raise RunnerSetupError(f"{name} did not answer on port {port} within {START_TIMEOUT:.0f} s; "
-                                       f"its log {log_path} ends:\n{server.log_tail()}") from None
+                raise RunnerSetupError(
+                    f"{name} did not answer on port {port} within {START_TIMEOUT:.0f} s; "
+                    f"its log {log_path} ends:\n{server.log_tail()}"
+                ) from None
         finally:
             channel.close()
 
@@ -132,12 +146,28 @@ def start_server(name: str, command: Sequence[str], port: int, log_dir: str,
 def java_job_server(name: str, runner: str, log_dir: str, extra: Sequence[str] = ()) -> ServerProcess:
     """Start Beam's Flink or Spark job server from the cached classpath (``runner``: flink|spark)."""
     lib = _artifact(runner, "lib")
-    driver = {"flink": "org.apache.beam.runners.flink.FlinkJobServerDriver",
-              "spark": "org.apache.beam.runners.spark.SparkJobServerDriver"}[runner]
+    driver = {
+        "flink": "org.apache.beam.runners.flink.FlinkJobServerDriver",
+        "spark": "org.apache.beam.runners.spark.SparkJobServerDriver",
+    }[runner]
     port = _free_port()
-    command = ["java", "-Xmx2g", *JAVA_OPENS, "-cp", os.path.join(lib, "*"), driver,
-               "--job-host", "localhost", "--job-port", str(port), "--artifact-port", "0",
-               "--expansion-port", "0", *extra]
+    command = [
+        "java",
+        "-Xmx2g",
+        *JAVA_OPENS,
+        "-cp",
+        os.path.join(lib, "*"),
+        driver,
+        "--job-host",
+        "localhost",
+        "--job-port",
+        str(port),
+        "--artifact-port",
+        "0",
+        "--expansion-port",
+        "0",
+        *extra,
+    ]
     return start_server(name, command, port, log_dir)
 
 

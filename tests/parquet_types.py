@@ -17,6 +17,7 @@ class Point(typing.NamedTuple):
 
 class Event(typing.NamedTuple):
     """Every kind of column Beam's own Arrow helpers leave out, next to ones they map."""
+
     id: int
     small: np.int16
     ratio: np.float32

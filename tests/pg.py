@@ -43,9 +43,11 @@ def find_bin_dir() -> str:
     candidates: List[str] = []
     if os.environ.get("PG_BIN"):
         candidates.append(os.environ["PG_BIN"])
-    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"),
-                         key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0,
-                         reverse=True)
+    candidates += sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0,
+        reverse=True,
+    )
     initdb = shutil.which("initdb")
     if initdb:
         candidates.append(os.path.dirname(initdb))
@@ -54,7 +56,8 @@ def find_bin_dir() -> str:
             return directory
     raise RuntimeError(
         "PostgreSQL server binaries (initdb, postgres) not found in PG_BIN, /usr/lib/postgresql/*/bin "
-        "or PATH; run `make postgres` (scripts/ensure-postgres.sh) or set PG_BIN")
+        "or PATH; run `make postgres` (scripts/ensure-postgres.sh) or set PG_BIN"
+    )
 
 
 def _free_port() -> int:
@@ -80,18 +83,50 @@ def postgres_server() -> Iterator[PostgresServer]:
     process: Optional[subprocess.Popen] = None
     try:
         done = subprocess.run(
-            prefix + [os.path.join(bin_dir, "initdb"), "-D", data, "-U", user, "-A", "trust",
-                      "-E", "UTF8", "--locale=C", "--no-sync"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=root)
+            prefix
+            + [
+                os.path.join(bin_dir, "initdb"),
+                "-D",
+                data,
+                "-U",
+                user,
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=root,
+        )
         if done.returncode:
             raise RuntimeError(f"initdb failed ({done.returncode}):\n{done.stdout}")
         port = _free_port()
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                prefix + [os.path.join(bin_dir, "postgres"), "-D", data, "-p", str(port),
-                          "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={root}",
-                          "-c", "fsync=off", "-c", "timezone=UTC"],
-                stdout=out, stderr=subprocess.STDOUT, cwd=root)
+                prefix
+                + [
+                    os.path.join(bin_dir, "postgres"),
+                    "-D",
+                    data,
+                    "-p",
+                    str(port),
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-c",
+                    f"unix_socket_directories={root}",
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "timezone=UTC",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=root,
+            )
         server = PostgresServer("127.0.0.1", port, user)
         _wait_ready(server, process, log)
         yield server

@@ -43,8 +43,11 @@ def read_duckdb(paths: Sequence[str]) -> Read:
         cursor = con.execute("SELECT * FROM read_parquet(?)", [list(paths)])
         names = [d[0] for d in cursor.description]
         rows = [dict(zip(names, r)) for r in cursor.fetchall()]
-        types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))",
-                                 [list(paths)]).fetchall())
+        types = dict(
+            con.execute(
+                "SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))", [list(paths)]
+            ).fetchall()
+        )
     finally:
         con.close()
     return types, rows
@@ -84,14 +87,19 @@ def read_spark(spark: Any, paths: Sequence[str]) -> Read:
 
     frame = spark.read.parquet(*paths)
     instants = {f.name for f in frame.schema.fields if isinstance(f.dataType, TimestampType)}
-    columns = [F.unix_micros(F.col(f"`{n}`")).alias(n) if n in instants else F.col(f"`{n}`")
-               for n in frame.columns]
+    columns = [F.unix_micros(F.col(f"`{n}`")).alias(n) if n in instants else F.col(f"`{n}`") for n in frame.columns]
     types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     rows = []
     for row in frame.select(*columns).collect():
         values = row.asDict(recursive=True)
-        rows.append({n: (None if values[n] is None else EPOCH + dt.timedelta(microseconds=values[n]))
-                     if n in instants else _plain_spark(values[n]) for n in frame.columns})
+        rows.append(
+            {
+                n: (None if values[n] is None else EPOCH + dt.timedelta(microseconds=values[n]))
+                if n in instants
+                else _plain_spark(values[n])
+                for n in frame.columns
+            }
+        )
     return types, rows
 
 
@@ -107,8 +115,13 @@ def _plain_spark(value: Any) -> Any:
 
 def read_all(spark: Any, paths: Sequence[str]) -> Dict[str, Any]:
     """Every reader's ``(types, rows)``, or the first line of the error it raised."""
-    readers = {"pyarrow": read_pyarrow, "DuckDB": read_duckdb, "Polars": read_polars,
-               "pandas": read_pandas, "Spark": lambda p: read_spark(spark, p)}
+    readers = {
+        "pyarrow": read_pyarrow,
+        "DuckDB": read_duckdb,
+        "Polars": read_polars,
+        "pandas": read_pandas,
+        "Spark": lambda p: read_spark(spark, p),
+    }
     results: Dict[str, Any] = {}
     for name, read in readers.items():
         try:

@@ -33,13 +33,18 @@ SCHEMA = "id:int64!,name:string,amount:decimal(12,2),at:timestamp[us,UTC]"
 
 def cli(s3_endpoint: str, *args: str, python: str = sys.executable, cwd: str = ROOT) -> subprocess.CompletedProcess:
     """Run the CLI; S3 credentials come from the environment (set by the s3_endpoint fixture)."""
-    return subprocess.run([python, "-m", "beam_s3_sink.cli", *args, "--s3_endpoint_url", s3_endpoint],
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [python, "-m", "beam_s3_sink.cli", *args, "--s3_endpoint_url", s3_endpoint],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def summary(out: str) -> dict:
     """The summary table's rows: name -> value."""
-    table = out[out.index("Copy finished:"):]
+    table = out[out.index("Copy finished:") :]
     return dict(re.findall(r"^  (rows|files|bytes|time|manifest)\s+(.+)$", table, re.M))
 
 
@@ -58,9 +63,15 @@ def rows_of(s3_client, bucket: str, prefix: str) -> pa.Table:
 
 def expected_rows(n: int) -> list:
     utc = datetime.timezone.utc
-    return [{"id": i, "name": None if i % 7 == 0 else f"name {i}, \"quoted\"\nsecond line",
-             "amount": decimal.Decimal(f"{i}.25"), "at": datetime.datetime(2026, 1, 1, tzinfo=utc)
-             + datetime.timedelta(seconds=i)} for i in range(n)]
+    return [
+        {
+            "id": i,
+            "name": None if i % 7 == 0 else f'name {i}, "quoted"\nsecond line',
+            "amount": decimal.Decimal(f"{i}.25"),
+            "at": datetime.datetime(2026, 1, 1, tzinfo=utc) + datetime.timedelta(seconds=i),
+        }
+        for i in range(n)
+    ]
 
 
 def write_csv(path: str, rows: list) -> None:
@@ -72,23 +83,46 @@ def write_csv(path: str, rows: list) -> None:
 
 
 def jsonl(rows: list) -> bytes:
-    return b"".join(json.dumps({"id": r["id"], "name": r["name"], "amount": float(r["amount"]),
-                                "at": r["at"].isoformat()}).encode() + b"\n" for r in rows)
+    return b"".join(
+        json.dumps({"id": r["id"], "name": r["name"], "amount": float(r["amount"]), "at": r["at"].isoformat()}).encode()
+        + b"\n"
+        for r in rows
+    )
 
 
 def test_help_reads_like_documentation():
-    completed = subprocess.run([sys.executable, "-m", "beam_s3_sink.cli", "--help"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-m", "beam_s3_sink.cli", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert completed.returncode == 0
-    for text in ("--source", "generate:ROWS", "--schema", "--format", "examples:", "exit status",
-                 "--runner PortableRunner --job_endpoint", "--abort nightly"):
+    for text in (
+        "--source",
+        "generate:ROWS",
+        "--schema",
+        "--format",
+        "examples:",
+        "exit status",
+        "--runner PortableRunner --job_endpoint",
+        "--abort nightly",
+    ):
         assert text in completed.stdout
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_generated_rows_copied_with_summary(s3_endpoint, s3_client, bucket, fmt):
-    completed = cli(s3_endpoint, "--source", "generate:23456", "--output", f"s3://{bucket}/gen",
-                    "--format", fmt, "--max_file_size", "1MiB", "--sink_id", "cli-gen")
+    completed = cli(
+        s3_endpoint,
+        "--source",
+        "generate:23456",
+        "--output",
+        f"s3://{bucket}/gen",
+        "--format",
+        fmt,
+        "--max_file_size",
+        "1MiB",
+        "--sink_id",
+        "cli-gen",
+    )
     assert completed.returncode == 0, completed.stderr
     assert "order_id       int64  not null" in completed.stdout, "the schema is printed before the copy"
     table = summary(completed.stdout)
@@ -110,8 +144,9 @@ def test_local_csv_files_with_inferred_and_given_schema(s3_endpoint, s3_client, 
     rows = expected_rows(3000)
     write_csv(str(tmp_path / "part-1.csv"), rows[:1000])
     write_csv(str(tmp_path / "part-2.csv"), rows[1000:])
-    given = cli(s3_endpoint, "--source", str(tmp_path / "part-*.csv"), "--schema", SCHEMA,
-                "--output", f"s3://{bucket}/given")
+    given = cli(
+        s3_endpoint, "--source", str(tmp_path / "part-*.csv"), "--schema", SCHEMA, "--output", f"s3://{bucket}/given"
+    )
     assert given.returncode == 0, given.stderr
     assert summary(given.stdout)["rows"] == "3,000"
     table = rows_of(s3_client, bucket, "given/")
@@ -129,8 +164,18 @@ def test_jsonl_on_s3_to_postgres_csv(s3_endpoint, s3_client, bucket):
     s3_client.put_object(Bucket=bucket, Key="in/a.jsonl", Body=jsonl(rows[:1200]))
     s3_client.put_object(Bucket=bucket, Key="in/b.jsonl", Body=jsonl(rows[1200:]))
     # float64, not decimal: the csv format has no decimal128 yet
-    completed = cli(s3_endpoint, "--source", f"s3://{bucket}/in/*.jsonl", "--schema", SCHEMA.replace(
-        "decimal(12,2)", "float64"), "--output", f"s3://{bucket}/out", "--format", "csv", "--header")
+    completed = cli(
+        s3_endpoint,
+        "--source",
+        f"s3://{bucket}/in/*.jsonl",
+        "--schema",
+        SCHEMA.replace("decimal(12,2)", "float64"),
+        "--output",
+        f"s3://{bucket}/out",
+        "--format",
+        "csv",
+        "--header",
+    )
     assert completed.returncode == 0, completed.stderr
     assert summary(completed.stdout)["rows"] == "2,500"
     [key] = data_keys(s3_client, bucket, "out/")
@@ -143,22 +188,44 @@ def test_jsonl_on_s3_to_postgres_csv(s3_endpoint, s3_client, bucket):
 
 
 def test_parquet_on_s3_with_its_own_schema_and_a_json_schema_file(s3_endpoint, s3_client, bucket, tmp_path):
-    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()),
-                        ("amount", pa.decimal128(12, 2)), ("at", pa.timestamp("us", tz="UTC"))])
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            ("name", pa.string()),
+            ("amount", pa.decimal128(12, 2)),
+            ("at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
     source = pa.Table.from_pylist(expected_rows(4000), schema=schema)
     for i, part in enumerate((source.slice(0, 1500), source.slice(1500))):
         buffer = io.BytesIO()
         pq.write_table(part, buffer, row_group_size=500)
         s3_client.put_object(Bucket=bucket, Key=f"pq/part-{i}.parquet", Body=buffer.getvalue())
-    own = cli(s3_endpoint, "--source", f"s3://{bucket}/pq/*.parquet", "--output", f"s3://{bucket}/own",
-              "--sink_id", "own", "--compression", "zstd")
+    own = cli(
+        s3_endpoint,
+        "--source",
+        f"s3://{bucket}/pq/*.parquet",
+        "--output",
+        f"s3://{bucket}/own",
+        "--sink_id",
+        "own",
+        "--compression",
+        "zstd",
+    )
     assert own.returncode == 0, own.stderr
     assert rows_of(s3_client, bucket, "own/").equals(source)
 
     manifest = tmp_path / "schema.json"
     manifest.write_bytes(get_bytes(s3_client, bucket, "own/_own-manifest.json"))
-    again = cli(s3_endpoint, "--source", f"s3://{bucket}/own/*.parquet", "--schema", str(manifest),
-                "--output", f"s3://{bucket}/again")
+    again = cli(
+        s3_endpoint,
+        "--source",
+        f"s3://{bucket}/own/*.parquet",
+        "--schema",
+        str(manifest),
+        "--output",
+        f"s3://{bucket}/again",
+    )
     assert again.returncode == 0, again.stderr
     assert rows_of(s3_client, bucket, "again/").equals(source)
 
@@ -169,18 +236,20 @@ def bad_csv(tmp_path) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("case, expected", [
-    ("typo", "unknown flag --fromat; did you mean --format?"),
-    ("format", "unknown format 'xml'"),
-    ("format option", "--quote do(es) not apply to --format parquet"),
-    ("schema syntax", "schema column 'id': unknown type 'integer'"),
-    ("no files", "no non-empty file matches"),
-    ("no bucket", "no non-empty file matches s3://no-such-bucket-"),
-    ("bad value", "bad.csv: In CSV column #0: CSV conversion error to int64: invalid value 'x'"),
-    ("wrong columns", "the data's columns do not match the schema: missing ['nom']; not in the schema ['name']"),
-])
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(s3_endpoint, s3_client, bucket, tmp_path,
-                                                            case, expected):
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("typo", "unknown flag --fromat; did you mean --format?"),
+        ("format", "unknown format 'xml'"),
+        ("format option", "--quote do(es) not apply to --format parquet"),
+        ("schema syntax", "schema column 'id': unknown type 'integer'"),
+        ("no files", "no non-empty file matches"),
+        ("no bucket", "no non-empty file matches s3://no-such-bucket-"),
+        ("bad value", "bad.csv: In CSV column #0: CSV conversion error to int64: invalid value 'x'"),
+        ("wrong columns", "the data's columns do not match the schema: missing ['nom']; not in the schema ['name']"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(s3_endpoint, s3_client, bucket, tmp_path, case, expected):
     out = ["--output", f"s3://{bucket}/never"]
     args = {
         "typo": ["--source", "generate:10", "--fromat", "csv"],
@@ -203,8 +272,9 @@ def test_data_that_stops_fitting_later_fails_the_copy_with_no_data_visible(s3_en
     rows = expected_rows(100)
     s3_client.put_object(Bucket=bucket, Key="in/a.jsonl", Body=jsonl(rows))
     s3_client.put_object(Bucket=bucket, Key="in/z.jsonl", Body=b'{"id": 1, "surprise": true}\n')
-    completed = cli(s3_endpoint, "--source", f"s3://{bucket}/in/*.jsonl", "--schema", SCHEMA,
-                    "--output", f"s3://{bucket}/out")
+    completed = cli(
+        s3_endpoint, "--source", f"s3://{bucket}/in/*.jsonl", "--schema", SCHEMA, "--output", f"s3://{bucket}/out"
+    )
     assert completed.returncode == 1, completed.stdout + completed.stderr
     line = error_line(completed)
     assert "field(s) ['surprise'] that are not in the schema" in line, line
@@ -223,32 +293,65 @@ def test_the_sdist_beam_stages_for_workers_installs_and_copies(s3_endpoint, s3_c
     env_dir = tmp_path / "venv"
     venv.create(str(env_dir), with_pip=True)
     python = str(env_dir / "bin" / "python")
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # The dependencies (Beam, pyarrow, boto3) come from this environment's site-packages, listed
     # after the fresh one's: a plain path, so its editable install of this repository is not loaded.
     dependencies = sorted(p for p in sys.path if p.endswith("site-packages"))[0]
     with open(os.path.join(site, "zz-dependencies.pth"), "w") as f:
         f.write(dependencies + "\n")
-    install = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                              "--no-build-isolation", sdist], capture_output=True, text=True, timeout=600)
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation", sdist],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert install.returncode == 0, install.stdout + install.stderr
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([python, "-c", "import importlib.util, beam_s3_sink.cli; print(beam_s3_sink.cli.__file__, "
-                            "importlib.util.find_spec('pipelines'))"], cwd=str(elsewhere), capture_output=True,
-                           text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    where = subprocess.run(
+        [
+            python,
+            "-c",
+            "import importlib.util, beam_s3_sink.cli; print(beam_s3_sink.cli.__file__, "
+            "importlib.util.find_spec('pipelines'))",
+        ],
+        cwd=str(elsewhere),
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
     assert where.returncode == 0, where.stderr
     cli_file, pipelines_spec = where.stdout.split()
     assert cli_file.startswith(site), where.stdout
     assert pipelines_spec == "None", "only beam_s3_sink is installed, not the repository's pipelines/"
 
     completed = subprocess.run(  # the console script that the package installs
-        [str(env_dir / "bin" / "beam-s3-copy"), "--source", "generate:12000", "--output", f"s3://{bucket}/staged",
-         "--format", "csv", "--header", "--sink_id", "staged", "--s3_endpoint_url", s3_endpoint],
-        cwd=str(elsewhere), capture_output=True, text=True, timeout=600,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+        [
+            str(env_dir / "bin" / "beam-s3-copy"),
+            "--source",
+            "generate:12000",
+            "--output",
+            f"s3://{bucket}/staged",
+            "--format",
+            "csv",
+            "--header",
+            "--sink_id",
+            "staged",
+            "--s3_endpoint_url",
+            s3_endpoint,
+        ],
+        cwd=str(elsewhere),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert summary(completed.stdout)["rows"] == "12,000"
     assert read_manifest(s3_client, bucket, "staged/_staged-manifest.json")["rows"] == 12000
@@ -262,22 +365,37 @@ def test_compressed_csv_and_jsonl_read_by_pyarrow_codecs(s3_endpoint, s3_client,
     rows = expected_rows(1500)
     write_csv(str(tmp_path / "plain.csv"), rows)
     (tmp_path / "a.csv.gz").write_bytes(gzip.compress((tmp_path / "plain.csv").read_bytes()))
-    completed = cli(s3_endpoint, "--source", str(tmp_path / "a.csv.gz"), "--schema", SCHEMA,
-                    "--output", f"s3://{bucket}/csvgz")
+    completed = cli(
+        s3_endpoint, "--source", str(tmp_path / "a.csv.gz"), "--schema", SCHEMA, "--output", f"s3://{bucket}/csvgz"
+    )
     assert completed.returncode == 0, completed.stderr
     assert rows_of(s3_client, bucket, "csvgz/").to_pylist() == rows
     with pa.CompressedOutputStream(str(tmp_path / "b.jsonl.zst"), "zstd") as out:
         out.write(jsonl(rows))
-    completed = cli(s3_endpoint, "--source", str(tmp_path / "b.jsonl.zst"), "--schema",
-                    SCHEMA.replace("decimal(12,2)", "float64"), "--output", f"s3://{bucket}/jsonzst")
+    completed = cli(
+        s3_endpoint,
+        "--source",
+        str(tmp_path / "b.jsonl.zst"),
+        "--schema",
+        SCHEMA.replace("decimal(12,2)", "float64"),
+        "--output",
+        f"s3://{bucket}/jsonzst",
+    )
     assert completed.returncode == 0, completed.stderr
     assert rows_of(s3_client, bucket, "jsonzst/").column("id").to_pylist() == list(range(1500))
 
 
-def test_a_parquet_file_that_does_not_fit_fails_naming_the_file_and_the_column(s3_endpoint, s3_client, bucket,
-                                                                                tmp_path):
-    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()),
-                        ("amount", pa.decimal128(12, 2)), ("at", pa.timestamp("us", tz="UTC"))])
+def test_a_parquet_file_that_does_not_fit_fails_naming_the_file_and_the_column(
+    s3_endpoint, s3_client, bucket, tmp_path
+):
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            ("name", pa.string()),
+            ("amount", pa.decimal128(12, 2)),
+            ("at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
     good = pa.Table.from_pylist(expected_rows(300), schema=schema)
     pq.write_table(good, tmp_path / "part-0.parquet", row_group_size=100)
     bad = good.set_column(2, "amount", pa.array(["x"] * good.num_rows))
@@ -303,8 +421,11 @@ def test_progress_line_shows_percent_rate_and_time_left_against_the_total(tmp_pa
         counter.flush()
         clock.sleep(0.5)
     lines = out.getvalue().splitlines()
-    assert lines and re.fullmatch(r"progress: 25% \(250 of 1,000 rows\), [\d,]+ rows/s, \d+ s elapsed, "
-                                  r"about \d+ s left", lines[0]), lines
+    assert lines and re.fullmatch(
+        r"progress: 25% \(250 of 1,000 rows\), [\d,]+ rows/s, \d+ s elapsed, "
+        r"about \d+ s left",
+        lines[0],
+    ), lines
     out = io.StringIO()
     with ProgressLine(str(tmp_path), out=out, log_every=0.1, total_bytes=10_000):
         counter.add(10, 5000)

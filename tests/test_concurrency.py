@@ -43,8 +43,13 @@ def server(request, s3_servers) -> str:
 
 
 def client_for(endpoint: str):
-    return S3Config(endpoint_url=endpoint, region_name=REGION, access_key_id=ACCESS_KEY,
-                    secret_access_key=SECRET_KEY, path_style=True).make_client()
+    return S3Config(
+        endpoint_url=endpoint,
+        region_name=REGION,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        path_style=True,
+    ).make_client()
 
 
 def guard_puts(operation: str, path: str) -> Optional[str]:
@@ -65,28 +70,32 @@ def run_workers(tmp_path, endpoint: str, bucket: str, sides: Dict[str, List[list
     processes = {}
     for side, copies in sides.items():
         path = tmp_path / f"job-{side}.json"
-        path.write_text(json.dumps({"endpoint": endpoint, "bucket": bucket, "rows": ROWS,
-                                    "copies": copies, **job}))
-        processes[side] = subprocess.Popen([sys.executable, os.path.join(HERE, "copy_worker.py"), str(path)],
-                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        path.write_text(json.dumps({"endpoint": endpoint, "bucket": bucket, "rows": ROWS, "copies": copies, **job}))
+        processes[side] = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "copy_worker.py"), str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     results: Dict[str, list] = {}
     for side, process in processes.items():
         out, err = process.communicate(timeout=600)
         assert process.returncode == 0, f"worker {side} failed: {err[-3000:]}"
-        results.setdefault(side[0], []).extend(
-            json.loads(line) for line in out.splitlines() if line.startswith("{"))
+        results.setdefault(side[0], []).extend(json.loads(line) for line in out.splitlines() if line.startswith("{"))
     return results
 
 
 def sides(prefixes: List[str], lanes: int = 2) -> Dict[str, List[list]]:
     """Copies a (sink ids a-...) and b (b-...) of each path, in ``lanes`` pairs of processes
     that run their rounds at the same time (a round's two copies are in the same lane)."""
-    return {f"{side}{lane}": [[p, f"{side}-{p}"] for p in prefixes[lane::lanes]]
-            for side in "ab" for lane in range(lanes)}
+    return {
+        f"{side}{lane}": [[p, f"{side}-{p}"] for p in prefixes[lane::lanes]] for side in "ab" for lane in range(lanes)
+    }
 
 
-def check_rounds(client, endpoint: str, bucket: str, results: Dict[str, list], rounds: int,
-                 old_keys: Optional[Dict[str, str]] = None) -> Dict[str, int]:
+def check_rounds(
+    client, endpoint: str, bucket: str, results: Dict[str, list], rounds: int, old_keys: Optional[Dict[str, str]] = None
+) -> Dict[str, int]:
     """Each round: one commit, one clean failure naming the winner, nothing of the loser left."""
     old_keys = old_keys or {}
     figures = {"commits": 0, "failures": 0, "loser_objects": 0, "pending_uploads": 0}
@@ -110,15 +119,18 @@ def check_rounds(client, endpoint: str, bucket: str, results: Dict[str, list], r
         objects = list_objects(client, bucket, prefix + "/")
         lost = CopyKeys(S3Location(bucket, prefix), loser["sink_id"])
         figures["loser_objects"] += sum(1 for k in objects if lost.is_owned(k))
-        assert sorted(objects) == sorted([keys.manifest] + [k for k in objects if keys.is_data_file(k)]), \
+        assert sorted(objects) == sorted([keys.manifest] + [k for k in objects if keys.is_data_file(k)]), (
             f"{prefix}: only the winner's files and manifest: {sorted(objects)}"
+        )
         assert prefix + "/_CLAIM" not in objects and old_keys.get(prefix) not in objects
         manifest = json.loads(get_bytes(client, bucket, keys.manifest))
         rows = []
         for entry in manifest["entries"]:
             key = entry["url"].split("/", 3)[3]
-            rows += [{"id": int(i), "name": n, "amount": float(x)}
-                     for i, n, x in csv.reader(io.StringIO(get_bytes(client, bucket, key).decode(), newline=""))]
+            rows += [
+                {"id": int(i), "name": n, "amount": float(x)}
+                for i, n, x in csv.reader(io.StringIO(get_bytes(client, bucket, key).decode(), newline=""))
+            ]
         assert sorted(rows, key=lambda r: r["id"]) == [row(i) for i in range(ROWS)]
     assert figures["pending_uploads"] == 0 and figures["loser_objects"] == 0
     return figures
@@ -137,9 +149,7 @@ def test_exactly_one_of_two_concurrent_copies_commits(server, tmp_path, if_exist
             old[prefix] = f"{prefix}/old-export.csv"
             client.put_object(Bucket=bucket, Key=old[prefix], Body=b"1,old,0\n")
     with FaultProxy(server, rate=0, hold=guard_puts, hold_parties=2, hold_timeout=20) as proxy:
-        results = run_workers(tmp_path, proxy.url, bucket,
-                              sides(prefixes),
-                              if_exists=if_exists)
+        results = run_workers(tmp_path, proxy.url, bucket, sides(prefixes), if_exists=if_exists)
         held_together = sum(1 for count in proxy.held.values() if count == 2)
     assert held_together == rounds, "each round's two guard writes were held until both arrived"
     figures = check_rounds(client, server, bucket, results, rounds, old)
@@ -156,10 +166,12 @@ def test_store_that_ignores_if_none_match_falls_back_to_the_sentinel_relist(s3_e
     client.create_bucket(Bucket=bucket)
     rounds = 6
     prefixes = [f"relist-{r:02d}" for r in range(rounds)]
-    with FaultProxy(s3_endpoint, rate=0, hold=sentinel_puts, hold_parties=2, hold_timeout=20,
-                    drop_headers=["if-none-match"]) as proxy:
-        results = run_workers(tmp_path, proxy.url, bucket,
-                              {side: [[p, f"{side}-{p}"] for p in prefixes] for side in "ab"})
+    with FaultProxy(
+        s3_endpoint, rate=0, hold=sentinel_puts, hold_parties=2, hold_timeout=20, drop_headers=["if-none-match"]
+    ) as proxy:
+        results = run_workers(
+            tmp_path, proxy.url, bucket, {side: [[p, f"{side}-{p}"] for p in prefixes] for side in "ab"}
+        )
         held_together = sum(1 for count in proxy.held.values() if count == 2)
     assert held_together == rounds
     figures = check_rounds(client, s3_endpoint, bucket, results, rounds)
@@ -172,9 +184,13 @@ def test_appending_copies_share_a_path(s3_endpoint, tmp_path):
     bucket = f"race-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     with FaultProxy(s3_endpoint, rate=0, hold=guard_puts, hold_parties=2) as proxy:
-        results = run_workers(tmp_path, proxy.url, bucket, {side: [["shared", f"{side}-app"]] for side in "ab"},
-                              if_exists="append")
+        results = run_workers(
+            tmp_path, proxy.url, bucket, {side: [["shared", f"{side}-app"]] for side in "ab"}, if_exists="append"
+        )
     assert [r["ok"] for side in "ab" for r in results[side]] == [True, True]
     objects = list_objects(client, bucket, "shared/")
-    assert sorted(k for k in objects if "manifest" in k) == ["shared/_a-app-manifest.json", "shared/_b-app-manifest.json"]
+    assert sorted(k for k in objects if "manifest" in k) == [
+        "shared/_a-app-manifest.json",
+        "shared/_b-app-manifest.json",
+    ]
     assert not [k for k in objects if k.endswith(("INCOMPLETE", "_CLAIM"))]

@@ -19,23 +19,25 @@ from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_ma
 
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
-SCHEMA = pa.schema([
-    ("id", pa.int64()),
-    ("customer", pa.string()),
-    ("amount", pa.float64()),
-    ("paid", pa.bool_()),
-    ("day", pa.date32()),
-    ("created", pa.timestamp("us", tz="UTC")),
-    ("updated", pa.timestamp("us")),
-    ("tag", pa.binary()),
-])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("customer", pa.string()),
+        ("amount", pa.float64()),
+        ("paid", pa.bool_()),
+        ("day", pa.date32()),
+        ("created", pa.timestamp("us", tz="UTC")),
+        ("updated", pa.timestamp("us")),
+        ("tag", pa.binary()),
+    ]
+)
 EPOCH = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def make_row(i: int) -> dict:
     return {
         "id": i,
-        "customer": None if i % 97 == 0 else f"customer-{i % 1000}, \"quoted\"" if i % 13 == 0 else f"c{i % 1000}",
+        "customer": None if i % 97 == 0 else f'customer-{i % 1000}, "quoted"' if i % 13 == 0 else f"c{i % 1000}",
         "amount": None if i % 89 == 0 else i * 1.25,
         "paid": None if i % 83 == 0 else i % 2 == 0,
         "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i % 400),
@@ -43,8 +45,6 @@ def make_row(i: int) -> dict:
         "updated": datetime.datetime(2024, 6, 1) + datetime.timedelta(minutes=i),
         "tag": bytes([i % 256, (i * 7) % 256]),
     }
-
-
 
 
 def read_csv_rows(data: bytes, header: bool) -> typing.List[dict]:
@@ -57,16 +57,18 @@ def read_csv_rows(data: bytes, header: bool) -> typing.List[dict]:
     rows = []
     for fields in lines:
         id_, customer, amount, paid, day, created, updated, tag = fields
-        rows.append({
-            "id": int(id_),
-            "customer": customer if customer != "" else None,
-            "amount": float(amount) if amount else None,
-            "paid": {"t": True, "f": False, "": None}[paid],
-            "day": datetime.date.fromisoformat(day),
-            "created": datetime.datetime.fromisoformat(created.replace("+00", "+00:00")),
-            "updated": datetime.datetime.fromisoformat(updated),
-            "tag": bytes.fromhex(tag[2:]),
-        })
+        rows.append(
+            {
+                "id": int(id_),
+                "customer": customer if customer != "" else None,
+                "amount": float(amount) if amount else None,
+                "paid": {"t": True, "f": False, "": None}[paid],
+                "day": datetime.date.fromisoformat(day),
+                "created": datetime.datetime.fromisoformat(created.replace("+00", "+00:00")),
+                "updated": datetime.datetime.fromisoformat(updated),
+                "tag": bytes.fromhex(tag[2:]),
+            }
+        )
     return rows
 
 
@@ -102,8 +104,15 @@ def check_finished_copy(client, bucket, prefix, result, expected_rows, read_rows
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_copy_100k_rows(fmt, runner, s3_config, s3_client, bucket):
     rows = [make_row(i) for i in range(100_000)]
-    result = run_copy(args=runner, generate=(make_row, 100_000), uri=f"s3://{bucket}/exports/orders",
-                      format=fmt, schema=SCHEMA, s3=s3_config, max_file_size="1MiB")
+    result = run_copy(
+        args=runner,
+        generate=(make_row, 100_000),
+        uri=f"s3://{bucket}/exports/orders",
+        format=fmt,
+        schema=SCHEMA,
+        s3=s3_config,
+        max_file_size="1MiB",
+    )
 
     def read_rows(key):
         if fmt == "parquet":
@@ -120,8 +129,14 @@ def test_copy_100k_rows(fmt, runner, s3_config, s3_client, bucket):
 @pytest.mark.parametrize("fmt", ["parquet", CsvFormat(header=True)])
 def test_small_max_file_size_makes_several_files(fmt, s3_config, s3_client, bucket):
     limit = 64 * 1024
-    result = run_copy(generate=(make_row, 20_000), uri=f"s3://{bucket}/p", format=fmt, schema=SCHEMA, s3=s3_config,
-                      max_file_size=limit)
+    result = run_copy(
+        generate=(make_row, 20_000),
+        uri=f"s3://{bucket}/p",
+        format=fmt,
+        schema=SCHEMA,
+        s3=s3_config,
+        max_file_size=limit,
+    )
     assert result.ok and result.rows == 20_000
     sizes = [f.bytes for f in result.files]
     assert len(sizes) >= 5
@@ -140,8 +155,7 @@ def test_foreign_objects_fail_and_nothing_is_written(s3_config, s3_client, bucke
     for key in foreign:
         s3_client.put_object(Bucket=bucket, Key=key, Body=b"x")
     with pytest.raises(Exception) as info:
-        run_copy([make_row(1)], uri=f"s3://{bucket}/p", format="csv", schema=SCHEMA, s3=s3_config,
-                 sink_id="nightly")
+        run_copy([make_row(1)], uri=f"s3://{bucket}/p", format="csv", schema=SCHEMA, s3=s3_config, sink_id="nightly")
     message = str(info.value)
     assert "7 object(s)" in message
     assert "p/report-0.csv" in message and "and 2 more" in message
@@ -154,12 +168,18 @@ def test_foreign_objects_reported_without_failing(s3_config, s3_client, bucket):
     s3_client.put_object(Bucket=bucket, Key="p/other.parquet", Body=b"x")
     # A copy whose sink id is a prefix of another's must not claim that copy's objects.
     s3_client.put_object(Bucket=bucket, Key="p/nightly-2026-0123456789abcdef-0001.csv", Body=b"x")
-    result = run_copy([make_row(1)], uri=f"s3://{bucket}/p", format="csv", schema=SCHEMA,
-                      s3=s3_config, sink_id="nightly", fail_on_error=False)
+    result = run_copy(
+        [make_row(1)],
+        uri=f"s3://{bucket}/p",
+        format="csv",
+        schema=SCHEMA,
+        s3=s3_config,
+        sink_id="nightly",
+        fail_on_error=False,
+    )
     assert not result.ok and result.rows == 0
     assert "2 object(s)" in result.error and "p/other.parquet" in result.error
-    assert sorted(list_objects(s3_client, bucket)) == ["p/nightly-2026-0123456789abcdef-0001.csv",
-                                                      "p/other.parquet"]
+    assert sorted(list_objects(s3_client, bucket)) == ["p/nightly-2026-0123456789abcdef-0001.csv", "p/other.parquet"]
 
 
 def test_objects_of_the_same_sink_id_are_not_foreign(s3_config, s3_client, bucket):
@@ -167,10 +187,10 @@ def test_objects_of_the_same_sink_id_are_not_foreign(s3_config, s3_client, bucke
     s3_client.put_object(Bucket=bucket, Key="p/_nightly-INCOMPLETE", Body=b"")
     s3_client.put_object(Bucket=bucket, Key="p/nightly-0123456789abcdef-0001.csv", Body=b"stale\n")
     rows = [make_row(i) for i in range(10)]
-    result = run_copy(rows, uri=f"s3://{bucket}/p", format="csv", schema=SCHEMA, s3=s3_config,
-                      sink_id="nightly")
-    check_finished_copy(s3_client, bucket, "p", result, rows,
-                        lambda key: read_csv_rows(get_bytes(s3_client, bucket, key), header=False))
+    result = run_copy(rows, uri=f"s3://{bucket}/p", format="csv", schema=SCHEMA, s3=s3_config, sink_id="nightly")
+    check_finished_copy(
+        s3_client, bucket, "p", result, rows, lambda key: read_csv_rows(get_bytes(s3_client, bucket, key), header=False)
+    )
 
 
 @pytest.mark.parametrize("fmt", ["parquet", CsvFormat(header=True), "csv"])
@@ -196,8 +216,9 @@ def test_upstream_errors_abort_before_writing(s3_config, s3_client, bucket):
     with beam.Pipeline(runner="FnApiRunner") as p:
         rows = p | "Rows" >> beam.Create([make_row(i) for i in range(100)])
         errors = p | "Errors" >> beam.Create(["validation failed: order 17 has no customer"])
-        result = rows | CopyToS3(f"s3://{bucket}/p", format="parquet", schema=SCHEMA, s3=s3_config,
-                                 errors=errors, fail_on_error=False)
+        result = rows | CopyToS3(
+            f"s3://{bucket}/p", format="parquet", schema=SCHEMA, s3=s3_config, errors=errors, fail_on_error=False
+        )
         result | beam.Map(_save, path)
     result = _load(path)
     assert not result.ok and result.rows == 0
@@ -209,10 +230,14 @@ def test_upstream_errors_abort_before_writing(s3_config, s3_client, bucket):
 def test_settings_come_from_the_pipelines_s3_options(s3_endpoint, s3_client, bucket):
     from conftest import ACCESS_KEY, REGION, SECRET_KEY
 
-    args = ["--runner=FnApiRunner", f"--s3_endpoint_url={s3_endpoint}", f"--s3_region_name={REGION}",
-            f"--s3_access_key_id={ACCESS_KEY}", f"--s3_secret_access_key={SECRET_KEY}"]
-    result = run_copy([make_row(1), make_row(2)], args, uri=f"s3://{bucket}/opts", format="csv",
-                      schema=SCHEMA)
+    args = [
+        "--runner=FnApiRunner",
+        f"--s3_endpoint_url={s3_endpoint}",
+        f"--s3_region_name={REGION}",
+        f"--s3_access_key_id={ACCESS_KEY}",
+        f"--s3_secret_access_key={SECRET_KEY}",
+    ]
+    result = run_copy([make_row(1), make_row(2)], args, uri=f"s3://{bucket}/opts", format="csv", schema=SCHEMA)
     assert result.ok and result.rows == 2
     assert len(data_keys(s3_client, bucket, "opts")) == 1
 
@@ -227,7 +252,9 @@ def test_schema_from_beam_schema(s3_config, s3_client, bucket):
     table = read_parquet(s3_client, bucket, data_keys(s3_client, bucket, "nt")[0])
     assert table.column_names == ["id", "customer", "amount"]
     assert sorted(table.to_pylist(), key=lambda r: r["id"]) == [
-        {"id": 1, "customer": "a", "amount": 1.5}, {"id": 2, "customer": None, "amount": 2.5}]
+        {"id": 1, "customer": "a", "amount": 1.5},
+        {"id": 2, "customer": None, "amount": 2.5},
+    ]
 
 
 def test_missing_schema_fails_at_construction():
@@ -244,8 +271,9 @@ def test_bad_uri_fails_at_construction(uri):
 
 def test_bad_row_fails_naming_the_column(s3_config, s3_client, bucket):
     rows = [make_row(i) for i in range(50)] + [dict(make_row(50), amount="12.5 EUR")]
-    result = run_copy(rows, uri=f"s3://{bucket}/bad", format="parquet", schema=SCHEMA, s3=s3_config,
-                      fail_on_error=False)
+    result = run_copy(
+        rows, uri=f"s3://{bucket}/bad", format="parquet", schema=SCHEMA, s3=s3_config, fail_on_error=False
+    )
     assert not result.ok
     assert "'amount'" in result.error and "double" in result.error and "12.5 EUR" in result.error
     assert f"s3://{bucket}/bad/" in result.error
@@ -308,8 +336,9 @@ def test_uploads_of_an_uncommitted_bundle_stay_invisible_and_are_aborted(s3_conf
     finish.setup()
     [result] = list(finish.process(committed, state))
     rows = [make_row(i) for i in range(200)]
-    files = check_finished_copy(s3_client, bucket, "p", result, rows,
-                                lambda key: read_csv_rows(get_bytes(s3_client, bucket, key), header=False))
+    files = check_finished_copy(
+        s3_client, bucket, "p", result, rows, lambda key: read_csv_rows(get_bytes(s3_client, bucket, key), header=False)
+    )
     assert sorted(files) == sorted(f.key for f in committed.files)
     assert not set(files) & {f.key for f in lost.files}
     assert pending_uploads(s3_client, bucket) == [], "completion must abort the lost attempt's uploads"

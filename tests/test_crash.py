@@ -29,18 +29,33 @@ ROWS = 120_000  # about 25 MB of CSV: several 8 MiB parts
 def start_and_kill(tmp_path, endpoint: str, bucket: str, prefix: str, sink_id: str, client) -> int:
     """Start a slow copy in its own process; kill -9 it once parts have landed; the parts seen."""
     job = tmp_path / f"{sink_id}.json"
-    job.write_text(json.dumps({"endpoint": endpoint, "bucket": bucket, "rows": ROWS, "slow": 0.05,
-                               "copies": [[prefix, sink_id]], "format": "csv"}))
-    process = subprocess.Popen([sys.executable, os.path.join(HERE, "copy_worker.py"), str(job)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    job.write_text(
+        json.dumps(
+            {
+                "endpoint": endpoint,
+                "bucket": bucket,
+                "rows": ROWS,
+                "slow": 0.05,
+                "copies": [[prefix, sink_id]],
+                "format": "csv",
+            }
+        )
+    )
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "copy_worker.py"), str(job)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     parts = 0
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and not parts:
             assert process.poll() is None, f"the copy ended before parts landed: {process.communicate()}"
             for upload in client.list_multipart_uploads(Bucket=bucket, Prefix=prefix + "/").get("Uploads", ()):
-                parts += len(client.list_parts(Bucket=bucket, Key=upload["Key"],
-                                               UploadId=upload["UploadId"]).get("Parts", ()))
+                parts += len(
+                    client.list_parts(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"]).get("Parts", ())
+                )
             time.sleep(0.1)
         assert parts, "no part landed within 240 s"
     finally:
@@ -51,8 +66,11 @@ def start_and_kill(tmp_path, endpoint: str, bucket: str, prefix: str, sink_id: s
 
 
 def rows_of(client, bucket: str, prefix: str) -> list:
-    lines = [line.split(",") for key in data_keys(client, bucket, prefix)
-             for line in get_bytes(client, bucket, key).decode().splitlines()]
+    lines = [
+        line.split(",")
+        for key in data_keys(client, bucket, prefix)
+        for line in get_bytes(client, bucket, key).decode().splitlines()
+    ]
     return sorted((int(i), name, float(amount)) for i, name, amount in lines)
 
 
@@ -64,8 +82,15 @@ def copy_kwargs(bucket, prefix, sink_id, s3_config, **extra):
     import pyarrow as pa
 
     schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64())])
-    return dict(uri=f"s3://{bucket}/{prefix}", format="csv", schema=schema, sink_id=sink_id, s3=s3_config,
-                generate=(lambda i: slow_row(i, 0), ROWS), **extra)
+    return dict(
+        uri=f"s3://{bucket}/{prefix}",
+        format="csv",
+        schema=schema,
+        sink_id=sink_id,
+        s3=s3_config,
+        generate=(lambda i: slow_row(i, 0), ROWS),
+        **extra,
+    )
 
 
 def test_killed_copy_leaves_nothing_visible_and_a_rerun_is_exact(s3_endpoint, s3_config, s3_client, bucket, tmp_path):
@@ -92,8 +117,9 @@ def test_killed_copy_leaves_nothing_visible_and_a_rerun_is_exact(s3_endpoint, s3
     assert rows_of(s3_client, bucket, prefix) == expected_lines()
     assert pending_uploads(s3_client, bucket) == [], "no pending multipart upload is left"
     after = list_objects(s3_client, bucket, prefix + "/")
-    assert sorted(after) == sorted([keys.manifest] + data_keys(s3_client, bucket, prefix)), \
+    assert sorted(after) == sorted([keys.manifest] + data_keys(s3_client, bucket, prefix)), (
         f"no stray object (sentinel, claim): {sorted(after)}"
+    )
     assert sorted(f.uri for f in result.files) == [f"s3://{bucket}/{k}" for k in data_keys(s3_client, bucket, prefix)]
 
 
@@ -102,21 +128,40 @@ def test_abort_removes_what_a_killed_copy_left_and_nothing_else(s3_endpoint, s3_
     start_and_kill(tmp_path, s3_endpoint, bucket, prefix, "victim", s3_client)
     left = list_objects(s3_client, bucket, prefix + "/")
     # A finished copy of another sink id in the same path (if_exists="append" shares paths).
-    keep = run_copy([{"id": 1, "name": "kept", "amount": 1.0}],
-                    **{k: v for k, v in copy_kwargs(bucket, prefix, "kept", s3_config).items() if k != "generate"},
-                    if_exists="append")
+    keep = run_copy(
+        [{"id": 1, "name": "kept", "amount": 1.0}],
+        **{k: v for k, v in copy_kwargs(bucket, prefix, "kept", s3_config).items() if k != "generate"},
+        if_exists="append",
+    )
     kept = {k: v for k, v in list_objects(s3_client, bucket, prefix + "/").items() if k not in left}
     assert keep.ok and len(kept) == 2
     # A committed copy is refused without force.
     with pytest.raises(CommittedCopyError, match="--force"):
         abort_copy(f"s3://{bucket}/{prefix}", "kept", s3=s3_config)
 
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": s3_config.access_key_id,
-           "AWS_SECRET_ACCESS_KEY": s3_config.secret_access_key}
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": s3_config.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": s3_config.secret_access_key,
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "beam_s3_sink.cli", "--abort", "victim", "--output", f"s3://{bucket}/{prefix}",
-         f"--s3_endpoint_url={s3_endpoint}", "--s3_region_name=us-east-1"],
-        capture_output=True, text=True, env=env, timeout=120, cwd=os.path.dirname(HERE))
+        [
+            sys.executable,
+            "-m",
+            "beam_s3_sink.cli",
+            "--abort",
+            "victim",
+            "--output",
+            f"s3://{bucket}/{prefix}",
+            f"--s3_endpoint_url={s3_endpoint}",
+            "--s3_region_name=us-east-1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=os.path.dirname(HERE),
+    )
     assert done.returncode == 0, done.stderr
     assert "copy 'victim'" in done.stdout and "aborted" in done.stdout
     assert f"deleted s3://{bucket}/{prefix}/_victim-INCOMPLETE" in done.stdout
@@ -129,9 +174,22 @@ def test_abort_removes_what_a_killed_copy_left_and_nothing_else(s3_endpoint, s3_
     again = abort_copy(f"s3://{bucket}/{prefix}", "victim", s3=s3_config)
     assert again.deleted == () and again.aborted == ()
     refused = subprocess.run(
-        [sys.executable, "-m", "beam_s3_sink.cli", "--abort", "kept", "--output", f"s3://{bucket}/{prefix}",
-         f"--s3_endpoint_url={s3_endpoint}"], capture_output=True, text=True, env=env, timeout=120,
-        cwd=os.path.dirname(HERE))
+        [
+            sys.executable,
+            "-m",
+            "beam_s3_sink.cli",
+            "--abort",
+            "kept",
+            "--output",
+            f"s3://{bucket}/{prefix}",
+            f"--s3_endpoint_url={s3_endpoint}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=os.path.dirname(HERE),
+    )
     assert refused.returncode == 2 and "--force" in refused.stderr
     forced = abort_copy(f"s3://{bucket}/{prefix}", "kept", s3=s3_config, force=True)
     assert forced.committed and list_objects(s3_client, bucket, prefix + "/") == {}

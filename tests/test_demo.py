@@ -16,8 +16,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_demo_copies_the_flights_and_duckdb_sums_them_up_from_the_bucket():
-    completed = subprocess.run([sys.executable, "-m", "pipelines.demo"],
-                               cwd=ROOT, capture_output=True, text=True, timeout=900)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pipelines.demo"], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     out = completed.stdout
     assert "S3 server: seaweedfs at http://127.0.0.1:" in out, out  # installed by make test
@@ -27,8 +28,10 @@ def test_demo_copies_the_flights_and_duckdb_sums_them_up_from_the_bucket():
     assert "/parquet/carrier=9E/flights-" in out  # the first file of the first partition
     assert "rows read: 336,776" in completed.stderr, "the progress line shows the rows read"
 
-    printed = {m.group(1): int(m.group(2).replace(",", ""))
-               for m in re.finditer(r"^([0-9A-Z]{2})\s+([\d,]+)\s+-?[\d.]+$", out, re.M)}
+    printed = {
+        m.group(1): int(m.group(2).replace(",", ""))
+        for m in re.finditer(r"^([0-9A-Z]{2})\s+([\d,]+)\s+-?[\d.]+$", out, re.M)
+    }
     source = read_flights(flights_path())
     counts = source.group_by("carrier").aggregate([("carrier", "count")])
     expected = dict(zip(counts.column("carrier").to_pylist(), counts.column("carrier_count").to_pylist()))

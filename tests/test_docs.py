@@ -44,9 +44,9 @@ def section(text: str, heading: str) -> str:
     """From the heading line to the next heading of the same or a higher level."""
     level = len(heading) - len(heading.lstrip("#"))
     start = text.index(heading + "\n")
-    rest = text[start + len(heading) + 1:]
+    rest = text[start + len(heading) + 1 :]
     ends = [m.start() for m in re.finditer(rf"^#{{1,{level}}} ", rest, re.M)]
-    return text[start:start + len(heading) + 1 + (ends[0] if ends else len(rest))]
+    return text[start : start + len(heading) + 1 + (ends[0] if ends else len(rest))]
 
 
 def blocks(text: str, language: str) -> List[str]:
@@ -66,8 +66,9 @@ def test_readme_minimal_pipeline_runs(s3_endpoint, s3_client, bucket, tmp_path):
     script = tmp_path / "minimal.py"
     script.write_text(in_bucket(code, bucket))
     env = {**os.environ, "AWS_ENDPOINT_URL_S3": s3_endpoint}  # boto3's chain: no change to the code
-    done = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "1 rows in 1 files None" in done.stdout, "what the README says it prints"
     [key] = data_keys(s3_client, bucket, "my-bucket/exports/orders")
@@ -82,8 +83,9 @@ def help_block() -> str:
 
 
 def test_cli_help_in_the_docs_is_what_the_command_prints():
-    done = subprocess.run([COMMAND, "--help"], env={**os.environ, "COLUMNS": "100"}, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [COMMAND, "--help"], env={**os.environ, "COLUMNS": "100"}, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == help_block(), "rerun COLUMNS=100 beam-s3-copy --help into docs/cli.md"
 
@@ -91,7 +93,7 @@ def test_cli_help_in_the_docs_is_what_the_command_prints():
 def help_examples() -> List[List[str]]:
     """The commands of the help's "examples:" part, continuation lines joined."""
     text = help_block()
-    part = text[text.index("\nexamples:\n"):text.index("\nschema text form:")]
+    part = text[text.index("\nexamples:\n") : text.index("\nschema text form:")]
     commands, current = [], ""
     for line in part.splitlines():
         line = line.strip()
@@ -107,11 +109,17 @@ def write_session_inputs(tmp_path, s3_client, bucket: str) -> None:
     """The inputs of docs/cli.md's session: two CSV files, and gzipped JSON Lines on S3."""
     data = tmp_path / "data"
     data.mkdir()
-    (data / "orders-1.csv").write_text("id,customer,amount,ordered_at\n1,Ana,12.50,2026-01-02 10:00:00\n"
-                                       "2,\"O'Brien, Bo\",3.25,2026-01-02 11:30:00\n")
+    (data / "orders-1.csv").write_text(
+        'id,customer,amount,ordered_at\n1,Ana,12.50,2026-01-02 10:00:00\n2,"O\'Brien, Bo",3.25,2026-01-02 11:30:00\n'
+    )
     (data / "orders-2.csv").write_text("id,customer,amount,ordered_at\n3,Chen,,2026-01-03 09:15:00\n")
-    events = "".join(json.dumps({"id": i, "kind": "click" if i % 2 else "view", "amount": i * 1.5,
-                                 "at": f"2026-01-01T00:00:{i:02d}Z"}) + "\n" for i in range(5))
+    events = "".join(
+        json.dumps(
+            {"id": i, "kind": "click" if i % 2 else "view", "amount": i * 1.5, "at": f"2026-01-01T00:00:{i:02d}Z"}
+        )
+        + "\n"
+        for i in range(5)
+    )
     s3_client.put_object(Bucket=bucket, Key="raw/events/a.jsonl.gz", Body=gzip.compress(events.encode()))
 
 
@@ -129,8 +137,7 @@ def test_every_cli_example_of_the_docs_runs(s3_endpoint, s3_client, bucket, tmp_
             args[args.index("--s3_endpoint_url") + 1] = s3_endpoint
         else:
             args += ["--s3_endpoint_url", s3_endpoint]
-        done = subprocess.run([COMMAND, *args[1:]], cwd=str(tmp_path), capture_output=True, text=True,
-                              timeout=600)
+        done = subprocess.run([COMMAND, *args[1:]], cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{shlex.join(args)}\n{done.stdout}\n{done.stderr[-3000:]}"
         outputs[" ".join(args)] = done.stdout
     assert len(outputs) == 5, list(outputs)
@@ -163,7 +170,7 @@ def test_the_s3_config_example_builds_a_copy():
 
 def test_the_lifecycle_rule_in_the_docs_is_accepted(s3_client, bucket):
     layout = page("docs/layout.md")
-    rule = json.loads(blocks(layout[layout.index("The safety net for uploads nobody aborts"):], "json")[0])
+    rule = json.loads(blocks(layout[layout.index("The safety net for uploads nobody aborts") :], "json")[0])
     s3_client.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration=rule)
     [got] = s3_client.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
     assert got["ID"] == "abort-incomplete-uploads"
@@ -197,9 +204,12 @@ def anchor(heading: str) -> str:
 
 def test_every_link_between_the_pages_resolves():
     pages = ["README.md"] + [f"docs/{n}" for n in sorted(os.listdir(os.path.join(ROOT, "docs")))]
-    anchors = {name: {anchor(h) for h in re.findall(r"^#+ (.+)$", re.sub(r"^```.*?^```", "", page(name),
-                                                                           flags=re.M | re.S), re.M)}
-               for name in pages}
+    anchors = {
+        name: {
+            anchor(h) for h in re.findall(r"^#+ (.+)$", re.sub(r"^```.*?^```", "", page(name), flags=re.M | re.S), re.M)
+        }
+        for name in pages
+    }
     for name in pages:
         for target in re.findall(r"\]\(([^)#\s]*)(#[^)\s]*)?\)", page(name)):
             path, fragment = target
@@ -215,8 +225,9 @@ def test_every_file_the_pages_name_exists():
     named = set()
     for name in ["README.md"] + [f"docs/{n}" for n in os.listdir(os.path.join(ROOT, "docs"))]:
         # files (with an extension) and folders (with a trailing slash); not counters such as beam_s3_sink/rows
-        named |= set(re.findall(r"\b((?:beam_s3_sink|tests|pipelines|scripts|benchmarks)/[\w/.-]*?(?:\.[a-z]+\b|/))",
-                                page(name)))
+        named |= set(
+            re.findall(r"\b((?:beam_s3_sink|tests|pipelines|scripts|benchmarks)/[\w/.-]*?(?:\.[a-z]+\b|/))", page(name))
+        )
     missing = sorted(path for path in named if not os.path.exists(os.path.join(ROOT, path.split("::")[0])))
     assert missing == [], missing
 

@@ -30,7 +30,7 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.flo
 
 
 def make_row(i: int) -> dict:
-    return {"id": i, "name": f"name-{i}, \"{i % 7}\"", "amount": i * 0.5}
+    return {"id": i, "name": f'name-{i}, "{i % 7}"', "amount": i * 0.5}
 
 
 def read_rows(client, bucket: str, key: str) -> list:
@@ -65,6 +65,7 @@ def snapshot(client, bucket: str) -> dict:
 
 # criterion 1: faults are retried; every row arrives exactly once ------------------------------
 
+
 @pytest.mark.parametrize("runner_name", ["direct", "portable"])
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_copy_through_faults_keeps_every_row_once(fmt, runner_name, s3_endpoint, s3_config, s3_client, bucket):
@@ -73,10 +74,16 @@ def test_copy_through_faults_keeps_every_row_once(fmt, runner_name, s3_endpoint,
     count = 30_000
     with FaultProxy(s3_endpoint, seed=5, rate=1 / 8) as proxy:
         counters: dict = {}
-        result = run_copy(args=runner_args(runner_name), generate=(make_row, count), counters=counters,
-                          uri=f"s3://{bucket}/faulty", format=fmt, schema=SCHEMA,
-                          s3=s3_config.replace(endpoint_url=proxy.url, max_attempts=10),
-                          max_file_size=16 * 1024)
+        result = run_copy(
+            args=runner_args(runner_name),
+            generate=(make_row, count),
+            counters=counters,
+            uri=f"s3://{bucket}/faulty",
+            format=fmt,
+            schema=SCHEMA,
+            s3=s3_config.replace(endpoint_url=proxy.url, max_attempts=10),
+            max_file_size=16 * 1024,
+        )
     assert_exactly_once(s3_client, bucket, "faulty", result, count)
     assert len(result.files) >= 30
     kinds = {fault for _, fault in proxy.faults}
@@ -87,10 +94,12 @@ def test_copy_through_faults_keeps_every_row_once(fmt, runner_name, s3_endpoint,
 
 # criterion 2: a failed completion, a rerun, an idempotent third run ---------------------------
 
+
 def test_rerun_after_failed_completion_copies_once_then_writes_nothing(s3_endpoint, s3_config, s3_client, bucket):
     count = 3000
-    kwargs = dict(uri=f"s3://{bucket}/nightly", format="parquet", schema=SCHEMA, sink_id="nightly",
-                  max_file_size=16 * 1024)
+    kwargs = dict(
+        uri=f"s3://{bucket}/nightly", format="parquet", schema=SCHEMA, sink_id="nightly", max_file_size=16 * 1024
+    )
     keys = CopyKeys(S3Location(bucket, "nightly"), "nightly")
     refuse = {"CompleteMultipartUpload": (403, "AccessDenied"), "AbortMultipartUpload": (501, "NotImplemented")}
     with FaultProxy(s3_endpoint, rate=0, refuse=refuse) as proxy:
@@ -115,6 +124,7 @@ def test_rerun_after_failed_completion_copies_once_then_writes_nothing(s3_endpoi
 
 
 # criterion 3: a retried bundle: only the committed attempt becomes visible --------------------
+
 
 def test_retried_bundle_only_committed_attempt_is_visible(s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "retried"), "bundle")
@@ -153,6 +163,7 @@ def test_retried_bundle_only_committed_attempt_is_visible(s3_config, s3_client, 
 
 # best-effort cleanup never fails a copy ------------------------------------------------------
 
+
 @pytest.mark.parametrize("missing", ["ListMultipartUploads", "AbortMultipartUpload"])
 def test_store_without_cleanup_calls_still_copies(missing, s3_endpoint, s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "p"), "weekly")
@@ -161,18 +172,26 @@ def test_store_without_cleanup_calls_still_copies(missing, s3_endpoint, s3_confi
     stale = keys.data_file("0123456789abcdef", 1, "csv")
     s3_client.create_multipart_upload(Bucket=bucket, Key=stale)
     with FaultProxy(s3_endpoint, rate=0, refuse={missing: (501, "NotImplemented")}) as proxy:
-        result = run_copy(generate=(make_row, 100), uri=f"s3://{bucket}/p", format="csv", schema=SCHEMA,
-                          sink_id="weekly", s3=s3_config.replace(endpoint_url=proxy.url))
+        result = run_copy(
+            generate=(make_row, 100),
+            uri=f"s3://{bucket}/p",
+            format="csv",
+            schema=SCHEMA,
+            sink_id="weekly",
+            s3=s3_config.replace(endpoint_url=proxy.url),
+        )
     assert proxy.requests[missing] >= 1
     assert result.ok and result.rows == 100
-    assert result.warnings and all(f"{missing} on s3://{bucket}" in w and "NotImplemented" in w
-                                   for w in result.warnings), result.warnings
+    assert result.warnings and all(
+        f"{missing} on s3://{bucket}" in w and "NotImplemented" in w for w in result.warnings
+    ), result.warnings
     assert sorted(r["id"] for r in all_rows(s3_client, bucket, "p")) == list(range(100))
     assert keys.sentinel not in list_objects(s3_client, bucket)
     assert pending_uploads(s3_client, bucket) == [stale], "only the upload nobody could abort is left"
 
 
 # the bad-input matrix ------------------------------------------------------------------------
+
 
 def test_bad_uri_fails_at_construction_and_writes_nothing(s3_client, bucket):
     with pytest.raises(ValueError, match=r"'TEST-.*' in 's3://TEST-.*' is not a valid bucket name"):
@@ -202,13 +221,18 @@ def auth_server():
     process = start_moto(port, {"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        iam = boto3.client("iam", endpoint_url=endpoint, region_name=REGION,
-                           aws_access_key_id="setup", aws_secret_access_key="setup")
+        iam = boto3.client(
+            "iam", endpoint_url=endpoint, region_name=REGION, aws_access_key_id="setup", aws_secret_access_key="setup"
+        )
         iam.create_user(UserName="copier")
         key = iam.create_access_key(UserName="copier")["AccessKey"]
-        iam.put_user_policy(UserName="copier", PolicyName="s3", PolicyDocument=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        iam.put_user_policy(
+            UserName="copier",
+            PolicyName="s3",
+            PolicyDocument=json.dumps(
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+            ),
+        )
         yield endpoint, key["AccessKeyId"], key["SecretAccessKey"]
     finally:
         process.terminate()
@@ -217,13 +241,20 @@ def auth_server():
 
 def test_refused_credentials_fail_and_write_nothing(auth_server):
     endpoint, key_id, secret = auth_server
-    good = S3Config(endpoint_url=endpoint, region_name=REGION, access_key_id=key_id,
-                    secret_access_key=secret, path_style=True)
+    good = S3Config(
+        endpoint_url=endpoint, region_name=REGION, access_key_id=key_id, secret_access_key=secret, path_style=True
+    )
     client = good.make_client()
     client.create_bucket(Bucket="guarded")
     wrong_secret = "wrong-secret-never-shown"
-    result = run_copy(generate=(make_row, 10), uri="s3://guarded/p", format="csv", schema=SCHEMA,
-                      s3=good.replace(secret_access_key=wrong_secret), fail_on_error=False)
+    result = run_copy(
+        generate=(make_row, 10),
+        uri="s3://guarded/p",
+        format="csv",
+        schema=SCHEMA,
+        s3=good.replace(secret_access_key=wrong_secret),
+        fail_on_error=False,
+    )
     assert not result.ok and result.rows == 0
     assert "SignatureDoesNotMatch" in result.error and "s3://guarded" in result.error
     assert "the secret key does not match the access key id" in result.error
@@ -234,8 +265,7 @@ def test_refused_credentials_fail_and_write_nothing(auth_server):
 
 def test_row_that_does_not_fit_the_schema(s3_config, s3_client, bucket):
     rows = [make_row(i) for i in range(20)] + [dict(make_row(20), id="twenty-one")]
-    result = run_copy(rows, uri=f"s3://{bucket}/p", format="csv", schema=SCHEMA, s3=s3_config,
-                      fail_on_error=False)
+    result = run_copy(rows, uri=f"s3://{bucket}/p", format="csv", schema=SCHEMA, s3=s3_config, fail_on_error=False)
     assert not result.ok
     assert "'id'" in result.error and "int64" in result.error and "twenty-one" in result.error
     assert f"s3://{bucket}/p/" in result.error and "nothing was made visible" in result.error
@@ -246,8 +276,7 @@ def test_value_the_format_cannot_encode(s3_config, s3_client, bucket):
     # Year 318857: Parquet holds it, PostgreSQL's timestamp (up to 294276 AD) cannot.
     schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("s"))])
     rows = [{"id": i, "at": datetime.datetime(2024, 1, 1)} for i in range(20)] + [{"id": 20, "at": 10**13}]
-    result = run_copy(rows, uri=f"s3://{bucket}/p", format="csv", schema=schema, s3=s3_config,
-                      fail_on_error=False)
+    result = run_copy(rows, uri=f"s3://{bucket}/p", format="csv", schema=schema, s3=s3_config, fail_on_error=False)
     assert not result.ok
     assert "the csv format cannot encode column 'at' (timestamp[s])" in result.error
     assert "10000000000000" in result.error and f"s3://{bucket}/p/" in result.error
@@ -269,8 +298,14 @@ def test_row_larger_than_max_file_size_gets_its_own_file(fmt, s3_config, s3_clie
             return make_row(i)
         return dict(make_row(i), name=random.Random(i).randbytes(15_000).hex())  # 30 kB, incompressible
 
-    result = run_copy([row(i) for i in range(100)], uri=f"s3://{bucket}/big", format=fmt, schema=SCHEMA,
-                      s3=s3_config, max_file_size=4096)
+    result = run_copy(
+        [row(i) for i in range(100)],
+        uri=f"s3://{bucket}/big",
+        format=fmt,
+        schema=SCHEMA,
+        s3=s3_config,
+        max_file_size=4096,
+    )
     assert result.ok and result.rows == 100
     got = {k: read_rows(s3_client, bucket, k) for k in data_keys(s3_client, bucket, "big")}
     (big_file,) = [k for k, rows in got.items() if any(r["id"] == 50 for r in rows)]

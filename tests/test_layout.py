@@ -24,22 +24,24 @@ from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_ma
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
 UTC = datetime.timezone.utc
-JSON_SCHEMA = pa.schema([
-    ("id", pa.int64()),
-    ("name", pa.string()),
-    ("amount", pa.float64()),
-    ("paid", pa.bool_()),
-    ("price", pa.decimal128(20, 6)),
-    ("day", pa.date32()),
-    ("created", pa.timestamp("us", tz="UTC")),
-    ("tags", pa.list_(pa.string())),
-])
+JSON_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("amount", pa.float64()),
+        ("paid", pa.bool_()),
+        ("price", pa.decimal128(20, 6)),
+        ("day", pa.date32()),
+        ("created", pa.timestamp("us", tz="UTC")),
+        ("tags", pa.list_(pa.string())),
+    ]
+)
 
 
 def json_row(i: int) -> dict:
     return {
         "id": i,
-        "name": None if i % 7 == 0 else f"név \"{i}\"\n\\ ünïcode ☃",
+        "name": None if i % 7 == 0 else f'név "{i}"\n\\ ünïcode ☃',
         "amount": None if i % 5 == 0 else i * 0.1,
         "paid": i % 2 == 0,
         "price": decimal.Decimal(f"{i % 1000}12345678901.123456") if i % 3 else None,
@@ -53,7 +55,7 @@ def download(client, bucket: str, prefix: str, into: str) -> list:
     """Download every data file under ``prefix`` into ``into``, keeping the key's layout."""
     paths = []
     for key in data_keys(client, bucket, prefix):
-        path = os.path.join(into, key[len(prefix):].lstrip("/"))
+        path = os.path.join(into, key[len(prefix) :].lstrip("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.write(get_bytes(client, bucket, key))
@@ -64,36 +66,52 @@ def download(client, bucket: str, prefix: str, into: str) -> list:
 @pytest.mark.parametrize("compression", [None, "gzip", "zstd"])
 def test_jsonl_reads_back_with_duckdb_and_polars(s3_config, s3_client, bucket, tmp_path, compression):
     n = 300
-    result = run_copy(generate=(json_row, n), uri=f"s3://{bucket}/j", format=JsonlFormat(compression=compression),
-                      schema=JSON_SCHEMA, s3=s3_config, max_file_size=2048)
+    result = run_copy(
+        generate=(json_row, n),
+        uri=f"s3://{bucket}/j",
+        format=JsonlFormat(compression=compression),
+        schema=JSON_SCHEMA,
+        s3=s3_config,
+        max_file_size=2048,
+    )
     assert result.ok and result.rows == n and len(result.files) > 1
     ext = JsonlFormat(compression=compression).extension
     assert all(f.uri.endswith("." + ext) for f in result.files)
     paths = download(s3_client, bucket, "j", str(tmp_path))
     expected = pa.Table.from_pylist([json_row(i) for i in range(n)], schema=JSON_SCHEMA)
 
-    columns = ("{'id': 'BIGINT', 'name': 'VARCHAR', 'amount': 'DOUBLE', 'paid': 'BOOLEAN', "
-               "'price': 'DECIMAL(20,6)', 'day': 'DATE', 'created': 'TIMESTAMPTZ', 'tags': 'VARCHAR[]'}")
+    columns = (
+        "{'id': 'BIGINT', 'name': 'VARCHAR', 'amount': 'DOUBLE', 'paid': 'BOOLEAN', "
+        "'price': 'DECIMAL(20,6)', 'day': 'DATE', 'created': 'TIMESTAMPTZ', 'tags': 'VARCHAR[]'}"
+    )
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    got = con.sql(f"SELECT * FROM read_json({paths!r}, format='newline_delimited', columns={columns}) "
-                  "ORDER BY id").to_arrow_table()
+    got = con.sql(
+        f"SELECT * FROM read_json({paths!r}, format='newline_delimited', columns={columns}) ORDER BY id"
+    ).to_arrow_table()
     # DuckDB 1.5 (the release whose httpfs extension is on PyPI, see setup.py) parses JSON
     # numbers as doubles first, so decimals come back to the nearest double, as in Polars.
     as_double = [{**r, "price": None if r["price"] is None else float(r["price"])} for r in expected.to_pylist()]
-    got_rows = [{**r, "price": None if r["price"] is None else float(r["price"])}
-                for r in got.cast(JSON_SCHEMA).to_pylist()]
+    got_rows = [
+        {**r, "price": None if r["price"] is None else float(r["price"])} for r in got.cast(JSON_SCHEMA).to_pylist()
+    ]
     assert got_rows == as_double
 
     # Polars parses every JSON number as a double first too; its dates and timestamps come back exact.
     overrides = {"price": pl.Float64, "day": pl.Date, "created": pl.Datetime("us", "UTC")}
-    frames = [pl.read_ndjson(io.BytesIO(_decompress(open(p, "rb").read(), compression)),
-                             schema_overrides=overrides) for p in paths]
+    frames = [
+        pl.read_ndjson(io.BytesIO(_decompress(open(p, "rb").read(), compression)), schema_overrides=overrides)
+        for p in paths
+    ]
     frame = pl.concat(frames).sort("id")
     as_double = [{**r, "price": None if r["price"] is None else float(r["price"])} for r in expected.to_pylist()]
     got = frame.to_arrow()
-    assert got.cast(got.schema.set(4, pa.field("price", pa.float64()))).cast(
-        JSON_SCHEMA.set(4, pa.field("price", pa.float64()))).to_pylist() == as_double
+    assert (
+        got.cast(got.schema.set(4, pa.field("price", pa.float64())))
+        .cast(JSON_SCHEMA.set(4, pa.field("price", pa.float64())))
+        .to_pylist()
+        == as_double
+    )
 
 
 def _decompress(data: bytes, compression):
@@ -105,17 +123,34 @@ def _decompress(data: bytes, compression):
 
 
 def test_jsonl_value_rules(s3_config, s3_client, bucket):
-    schema = pa.schema([("x", pa.float64()), ("b", pa.binary()), ("t", pa.timestamp("us")),
-                        ("s", pa.struct([("a", pa.int32())])), ("m", pa.map_(pa.string(), pa.int64()))])
-    rows = [{"x": float("nan"), "b": b"\x00\xff", "t": datetime.datetime(2024, 1, 2, 3, 4, 5),
-             "s": {"a": 1}, "m": [("k", 2)]},
-            {"x": float("-inf"), "b": None, "t": None, "s": None, "m": None}]
+    schema = pa.schema(
+        [
+            ("x", pa.float64()),
+            ("b", pa.binary()),
+            ("t", pa.timestamp("us")),
+            ("s", pa.struct([("a", pa.int32())])),
+            ("m", pa.map_(pa.string(), pa.int64())),
+        ]
+    )
+    rows = [
+        {
+            "x": float("nan"),
+            "b": b"\x00\xff",
+            "t": datetime.datetime(2024, 1, 2, 3, 4, 5),
+            "s": {"a": 1},
+            "m": [("k", 2)],
+        },
+        {"x": float("-inf"), "b": None, "t": None, "s": None, "m": None},
+    ]
     result = run_copy(rows, uri=f"s3://{bucket}/v", format="jsonl", schema=schema, s3=s3_config)
     (key,) = data_keys(s3_client, bucket, "v")
     lines = sorted(get_bytes(s3_client, bucket, key).decode().splitlines())
-    assert result.ok and lines == sorted([
-        '{"x":"NaN","b":"AP8=","t":"2024-01-02T03:04:05","s":{"a":1},"m":{"k":2}}',
-        '{"x":"-Infinity","b":null,"t":null,"s":null,"m":null}'])
+    assert result.ok and lines == sorted(
+        [
+            '{"x":"NaN","b":"AP8=","t":"2024-01-02T03:04:05","s":{"a":1},"m":{"k":2}}',
+            '{"x":"-Infinity","b":null,"t":null,"s":null,"m":null}',
+        ]
+    )
 
 
 # if_exists ---------------------------------------------------------------------------------
@@ -137,8 +172,15 @@ def put_old_objects(client, bucket: str, prefix: str) -> dict:
 
 def test_if_exists_append_leaves_foreign_objects(s3_config, s3_client, bucket):
     old = put_old_objects(s3_client, bucket, "a")
-    result = run_copy([csv_row(i) for i in range(10)], uri=f"s3://{bucket}/a", format="csv",
-                      schema=CSV_SCHEMA, s3=s3_config, if_exists="append", sink_id="nightly")
+    result = run_copy(
+        [csv_row(i) for i in range(10)],
+        uri=f"s3://{bucket}/a",
+        format="csv",
+        schema=CSV_SCHEMA,
+        s3=s3_config,
+        if_exists="append",
+        sink_id="nightly",
+    )
     listing = list_objects(s3_client, bucket, "a/")
     assert result.ok and result.rows == 10
     assert {k: listing[k] for k in old} == old
@@ -147,8 +189,9 @@ def test_if_exists_append_leaves_foreign_objects(s3_config, s3_client, bucket):
 
 def test_if_exists_error_is_the_default_and_names_the_option(s3_config, s3_client, bucket):
     old = put_old_objects(s3_client, bucket, "e")
-    result = run_copy([csv_row(1)], uri=f"s3://{bucket}/e", format="csv", schema=CSV_SCHEMA,
-                      s3=s3_config, fail_on_error=False)
+    result = run_copy(
+        [csv_row(1)], uri=f"s3://{bucket}/e", format="csv", schema=CSV_SCHEMA, s3=s3_config, fail_on_error=False
+    )
     assert not result.ok and "if_exists='append' or 'replace'" in result.error
     assert list_objects(s3_client, bucket, "e/") == old
 
@@ -166,8 +209,16 @@ def test_if_exists_replace_readers_never_see_a_partial_path(s3_config, s3_client
     thread = threading.Thread(target=lister)
     thread.start()
     try:
-        result = run_copy(generate=(csv_row, 20000), uri=f"s3://{bucket}/r", format="csv", schema=CSV_SCHEMA,
-                          s3=s3_config, if_exists="replace", sink_id="nightly", max_file_size=16384)
+        result = run_copy(
+            generate=(csv_row, 20000),
+            uri=f"s3://{bucket}/r",
+            format="csv",
+            schema=CSV_SCHEMA,
+            s3=s3_config,
+            if_exists="replace",
+            sink_id="nightly",
+            max_file_size=16384,
+        )
     finally:
         stop.set()
         thread.join()
@@ -192,8 +243,16 @@ def test_if_exists_replace_readers_never_see_a_partial_path(s3_config, s3_client
 
 def test_if_exists_replace_keeps_old_objects_when_the_copy_fails(s3_config, s3_client, bucket):
     old = put_old_objects(s3_client, bucket, "f")
-    result = run_copy([csv_row(1), {"id": "not a number", "name": "x"}], uri=f"s3://{bucket}/f", format="csv",
-                      schema=CSV_SCHEMA, s3=s3_config, if_exists="replace", sink_id="nightly", fail_on_error=False)
+    result = run_copy(
+        [csv_row(1), {"id": "not a number", "name": "x"}],
+        uri=f"s3://{bucket}/f",
+        format="csv",
+        schema=CSV_SCHEMA,
+        s3=s3_config,
+        if_exists="replace",
+        sink_id="nightly",
+        fail_on_error=False,
+    )
     listing = list_objects(s3_client, bucket, "f/")
     assert not result.ok and "'id'" in result.error
     assert {k: listing[k] for k in old} == old and set(listing) - set(old) == {"f/_nightly-INCOMPLETE"}
@@ -202,7 +261,7 @@ def test_if_exists_replace_keeps_old_objects_when_the_copy_fails(s3_config, s3_c
 
 # num_batches -------------------------------------------------------------------------------
 def relative_keys(result, prefix: str) -> list:
-    return sorted(f.uri.split("/", 3)[3][len(prefix) + 1:] for f in result.files)
+    return sorted(f.uri.split("/", 3)[3][len(prefix) + 1 :] for f in result.files)
 
 
 # On the in-process runners, against both S3 servers; the job-server runners' copies are in
@@ -213,13 +272,29 @@ def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, 
     from helpers import read_parquet
 
     n = 3000
-    first = run_copy(args=runner, generate=(json_row, n), uri=f"s3://{bucket}/b1", schema=JSON_SCHEMA,
-                     s3=s3_config, num_batches=4, sink_id="nightly")
-    again = run_copy(generate=(lambda i: json_row(n - 1 - i), n), uri=f"s3://{bucket}/b2", schema=JSON_SCHEMA,
-                     s3=s3_config, num_batches=4, sink_id="nightly")
+    first = run_copy(
+        args=runner,
+        generate=(json_row, n),
+        uri=f"s3://{bucket}/b1",
+        schema=JSON_SCHEMA,
+        s3=s3_config,
+        num_batches=4,
+        sink_id="nightly",
+    )
+    again = run_copy(
+        generate=(lambda i: json_row(n - 1 - i), n),
+        uri=f"s3://{bucket}/b2",
+        schema=JSON_SCHEMA,
+        s3=s3_config,
+        num_batches=4,
+        sink_id="nightly",
+    )
     assert first.ok and again.ok and first.rows == again.rows == n
-    assert relative_keys(first, "b1") == relative_keys(again, "b2") == [
-        f"nightly-batch-{b:04d}-0001.parquet" for b in range(4)]
+    assert (
+        relative_keys(first, "b1")
+        == relative_keys(again, "b2")
+        == [f"nightly-batch-{b:04d}-0001.parquet" for b in range(4)]
+    )
     seen = []
     for prefix in ("b1", "b2"):
         by_batch = {}
@@ -251,14 +326,24 @@ def test_num_batches_hash_depends_on_no_format(s3_config, s3_client, bucket):
     from beam_s3_sink.arrow_hash import row_hashes
     from beam_s3_sink.sharding import shard_numbers
 
-    schema = pa.schema([("id", pa.int64()), ("kind", pa.dictionary(pa.int32(), pa.string())),
-                        ("tags", pa.list_(pa.struct([("k", pa.string()), ("v", pa.float64())]))),
-                        ("attrs", pa.map_(pa.string(), pa.int64())),
-                        ("pair", pa.list_(pa.int32(), 2))])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("kind", pa.dictionary(pa.int32(), pa.string())),
+            ("tags", pa.list_(pa.struct([("k", pa.string()), ("v", pa.float64())]))),
+            ("attrs", pa.map_(pa.string(), pa.int64())),
+            ("pair", pa.list_(pa.int32(), 2)),
+        ]
+    )
 
     def row(i):
-        return {"id": i % 40, "kind": "ab"[i % 2], "tags": [{"k": str(i % 7), "v": float(i % 3)}] * (i % 3),
-                "attrs": [("a", i % 5)] if i % 4 else None, "pair": [i % 2, 1]}
+        return {
+            "id": i % 40,
+            "kind": "ab"[i % 2],
+            "tags": [{"k": str(i % 7), "v": float(i % 3)}] * (i % 3),
+            "attrs": [("a", i % 5)] if i % 4 else None,
+            "pair": [i % 2, 1],
+        }
 
     rows = [row(i) for i in range(400)]
     numbers = shard_numbers(rows, schema, 5)
@@ -270,8 +355,9 @@ def test_num_batches_hash_depends_on_no_format(s3_config, s3_client, bucket):
     for r, n in zip(rows, numbers):
         assert shard_of.setdefault(repr(r), n) == n  # equal rows, one shard
 
-    result = run_copy(generate=(row, 400), uri=f"s3://{bucket}/nested", schema=schema, s3=s3_config,
-                      num_batches=5, sink_id="nested")
+    result = run_copy(
+        generate=(row, 400), uri=f"s3://{bucket}/nested", schema=schema, s3=s3_config, num_batches=5, sink_id="nested"
+    )
     assert result.ok, result.error
     assert relative_keys(result, "nested") == [f"nested-batch-{b:04d}-0001.parquet" for b in range(5)]
 
@@ -308,14 +394,17 @@ def test_num_batches_a_retried_batch_commits_only_the_reported_uploads(s3_config
 
 
 # partition_by ------------------------------------------------------------------------------
-PART_SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string()), ("day", pa.date32()),
-                         ("amount", pa.float64())])
+PART_SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string()), ("day", pa.date32()), ("amount", pa.float64())])
 REGIONS = [None, "a b", "x/y", "k=v", "Zürich ☃", "50%", "c:d#e?f*[g]^{h}'\"\\", "plain"]
 
 
 def part_row(i: int) -> dict:
-    return {"id": i, "region": REGIONS[i % len(REGIONS)],
-            "day": None if i % 11 == 0 else datetime.date(2024, 1, 1 + i % 3), "amount": i / 4}
+    return {
+        "id": i,
+        "region": REGIONS[i % len(REGIONS)],
+        "day": None if i % 11 == 0 else datetime.date(2024, 1, 1 + i % 3),
+        "amount": i / 4,
+    }
 
 
 def read_hive(tmp_path, schema) -> dict:
@@ -323,7 +412,8 @@ def read_hive(tmp_path, schema) -> dict:
     con = duckdb.connect()
     duck = con.sql(
         f"SELECT id, region, day, amount FROM read_parquet('{tmp_path}/**/*.parquet', hive_partitioning=true, "
-        "hive_types={'region': 'VARCHAR', 'day': 'DATE'}) ORDER BY id").to_arrow_table()
+        "hive_types={'region': 'VARCHAR', 'day': 'DATE'}) ORDER BY id"
+    ).to_arrow_table()
     partitioning = ds.partitioning(pa.schema([("region", pa.string()), ("day", pa.date32())]), flavor="hive")
     arrow = ds.dataset(str(tmp_path), format="parquet", partitioning=partitioning).to_table().sort_by("id")
     return {"duckdb": duck.cast(schema).to_pylist(), "pyarrow": arrow.select(schema.names).cast(schema).to_pylist()}
@@ -331,8 +421,14 @@ def read_hive(tmp_path, schema) -> dict:
 
 def test_partition_by_reads_back_through_duckdb_and_pyarrow_hive_partitioning(s3_config, s3_client, bucket, tmp_path):
     n = 2000
-    result = run_copy(generate=(part_row, n), uri=f"s3://{bucket}/h", schema=PART_SCHEMA, s3=s3_config,
-                      partition_by=["region", "day"], sink_id="parts")
+    result = run_copy(
+        generate=(part_row, n),
+        uri=f"s3://{bucket}/h",
+        schema=PART_SCHEMA,
+        s3=s3_config,
+        partition_by=["region", "day"],
+        sink_id="parts",
+    )
     assert result.ok and result.rows == n
     keys = data_keys(s3_client, bucket, "h")
     manifest = read_manifest(s3_client, bucket, "h/_parts-manifest.json")
@@ -360,19 +456,32 @@ def pq_schema(tmp_path) -> pa.Schema:
 
 def test_partition_by_keeps_columns_on_request_with_batches(s3_config, s3_client, bucket, tmp_path):
     n = 4000
-    result = run_copy(generate=(part_row, n), uri=f"s3://{bucket}/k", schema=PART_SCHEMA, s3=s3_config,
-                      partition_by=["region"], keep_partition_columns=True, max_open_files=2,
-                      num_batches=2, sink_id="kept")
+    result = run_copy(
+        generate=(part_row, n),
+        uri=f"s3://{bucket}/k",
+        schema=PART_SCHEMA,
+        s3=s3_config,
+        partition_by=["region"],
+        keep_partition_columns=True,
+        max_open_files=2,
+        num_batches=2,
+        sink_id="kept",
+    )
     assert result.ok and result.rows == n
     keys = data_keys(s3_client, bucket, "k")
     assert keys and all("/kept-batch-000" in k for k in keys)
     assert {k.rsplit("/", 1)[0] for k in keys} == {
-        "k/region=" + ("__HIVE_DEFAULT_PARTITION__" if r is None else escape_path_name(r)) for r in REGIONS}
+        "k/region=" + ("__HIVE_DEFAULT_PARTITION__" if r is None else escape_path_name(r)) for r in REGIONS
+    }
     download(s3_client, bucket, "k", str(tmp_path))
     assert pq_schema(tmp_path).names == PART_SCHEMA.names
     con = duckdb.connect()
-    got = con.sql(f"SELECT * FROM read_parquet('{tmp_path}/**/*.parquet', hive_partitioning=false) "
-                  "ORDER BY id").to_arrow_table().cast(PART_SCHEMA).to_pylist()
+    got = (
+        con.sql(f"SELECT * FROM read_parquet('{tmp_path}/**/*.parquet', hive_partitioning=false) ORDER BY id")
+        .to_arrow_table()
+        .cast(PART_SCHEMA)
+        .to_pylist()
+    )
     assert got == [part_row(i) for i in range(n)]
 
 
@@ -406,9 +515,18 @@ def test_partition_writer_keeps_at_most_max_open_files_open(s3_config, s3_client
     fmt = resolve_format("parquet")
     state = initialize(s3_client, keys)
     with ThreadPoolExecutor(2) as pool:
-        writer = FileWriter(s3_client, pool, s3_config, fmt, PART_SCHEMA, 2**20, bucket,
-                            lambda directory, n: keys.data_file("0123456789abcdef", n, "parquet", directory),
-                            Layout(("region",), max_open_files=2), buffer_bytes=2048)
+        writer = FileWriter(
+            s3_client,
+            pool,
+            s3_config,
+            fmt,
+            PART_SCHEMA,
+            2**20,
+            bucket,
+            lambda directory, n: keys.data_file("0123456789abcdef", n, "parquet", directory),
+            Layout(("region",), max_open_files=2),
+            buffer_bytes=2048,
+        )
         most_open = 0
         for i in range(3000):
             writer.add(part_row(i))

@@ -36,49 +36,112 @@ U_ONE = uuid.UUID("12345678-1234-5678-1234-567812345678")
 F32_MAX = 3.4028234663852886e38
 F32_TINY = 1.401298464324817e-45
 
-ALL_TYPES = pa.schema([
-    pa.field("id", pa.int64(), nullable=False),
-    ("i8", pa.int8()), ("i16", pa.int16()), ("i32", pa.int32()), ("i64", pa.int64()),
-    ("u8", pa.uint8()), ("u16", pa.uint16()), ("u32", pa.uint32()), ("u64", pa.uint64()),
-    ("f32", pa.float32()), ("f64", pa.float64()), ("flag", pa.bool_()),
-    ("text", pa.string()), ("big_text", pa.large_string()),
-    ("blob", pa.binary()), ("big_blob", pa.large_binary()),
-    ("dec", pa.decimal128(38, 10)), ("money", pa.decimal128(5, 2)), ("wide", pa.decimal256(38, 4)),
-    ("day", pa.date32()), ("at", pa.time64("us")), ("at_ms", pa.time32("ms")),
-    ("ts_s", pa.timestamp("s")), ("ts_ms", pa.timestamp("ms")), ("ts_us", pa.timestamp("us")),
-    ("ts_ns", pa.timestamp("ns")),
-    ("tz_s", pa.timestamp("s", tz="UTC")), ("tz_ms", pa.timestamp("ms", tz="UTC")),
-    ("tz_us", pa.timestamp("us", tz="UTC")), ("tz_ns", pa.timestamp("ns", tz="UTC")),
-    ("tz_paris", pa.timestamp("us", tz="Europe/Paris")),
-    ("ints", pa.list_(pa.int64())), ("words", pa.list_(pa.string())),
-    ("pair", pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))])),
-    ("attrs", pa.map_(pa.string(), pa.int64())),
-    ("doc", pa.json_()), ("key", pa.uuid()),
-])
+ALL_TYPES = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("i8", pa.int8()),
+        ("i16", pa.int16()),
+        ("i32", pa.int32()),
+        ("i64", pa.int64()),
+        ("u8", pa.uint8()),
+        ("u16", pa.uint16()),
+        ("u32", pa.uint32()),
+        ("u64", pa.uint64()),
+        ("f32", pa.float32()),
+        ("f64", pa.float64()),
+        ("flag", pa.bool_()),
+        ("text", pa.string()),
+        ("big_text", pa.large_string()),
+        ("blob", pa.binary()),
+        ("big_blob", pa.large_binary()),
+        ("dec", pa.decimal128(38, 10)),
+        ("money", pa.decimal128(5, 2)),
+        ("wide", pa.decimal256(38, 4)),
+        ("day", pa.date32()),
+        ("at", pa.time64("us")),
+        ("at_ms", pa.time32("ms")),
+        ("ts_s", pa.timestamp("s")),
+        ("ts_ms", pa.timestamp("ms")),
+        ("ts_us", pa.timestamp("us")),
+        ("ts_ns", pa.timestamp("ns")),
+        ("tz_s", pa.timestamp("s", tz="UTC")),
+        ("tz_ms", pa.timestamp("ms", tz="UTC")),
+        ("tz_us", pa.timestamp("us", tz="UTC")),
+        ("tz_ns", pa.timestamp("ns", tz="UTC")),
+        ("tz_paris", pa.timestamp("us", tz="Europe/Paris")),
+        ("ints", pa.list_(pa.int64())),
+        ("words", pa.list_(pa.string())),
+        ("pair", pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))])),
+        ("attrs", pa.map_(pa.string(), pa.int64())),
+        ("doc", pa.json_()),
+        ("key", pa.uuid()),
+    ]
+)
 
 LOW = {
-    "id": 0, "i8": -128, "i16": -2**15, "i32": -2**31, "i64": -2**63,
-    "u8": 0, "u16": 0, "u32": 0, "u64": 0,
-    "f32": float("-inf"), "f64": float("-inf"), "flag": False,
-    "text": "", "big_text": "", "blob": b"", "big_blob": b"",
-    "dec": D("-" + "9" * 28 + "." + "9" * 10), "money": D("-999.99"), "wide": D("-" + "9" * 34 + ".9999"),
-    "day": dt.date(1, 1, 1), "at": dt.time(0), "at_ms": dt.time(0),
-    "ts_s": dt.datetime(1, 1, 1), "ts_ms": dt.datetime(1, 1, 1), "ts_us": dt.datetime(1, 1, 1),
-    "ts_ns": dt.datetime(1677, 9, 22), "tz_s": dt.datetime(1, 1, 1, tzinfo=UTC),
-    "tz_ms": dt.datetime(1, 1, 1, tzinfo=UTC), "tz_us": dt.datetime(1, 1, 1, tzinfo=UTC),
-    "tz_ns": dt.datetime(1677, 9, 22, tzinfo=UTC), "tz_paris": dt.datetime(1900, 1, 1, tzinfo=UTC),
-    "ints": [], "words": [], "pair": {"a": None, "b": []}, "attrs": {},
-    "doc": [], "key": uuid.UUID(int=0),
+    "id": 0,
+    "i8": -128,
+    "i16": -(2**15),
+    "i32": -(2**31),
+    "i64": -(2**63),
+    "u8": 0,
+    "u16": 0,
+    "u32": 0,
+    "u64": 0,
+    "f32": float("-inf"),
+    "f64": float("-inf"),
+    "flag": False,
+    "text": "",
+    "big_text": "",
+    "blob": b"",
+    "big_blob": b"",
+    "dec": D("-" + "9" * 28 + "." + "9" * 10),
+    "money": D("-999.99"),
+    "wide": D("-" + "9" * 34 + ".9999"),
+    "day": dt.date(1, 1, 1),
+    "at": dt.time(0),
+    "at_ms": dt.time(0),
+    "ts_s": dt.datetime(1, 1, 1),
+    "ts_ms": dt.datetime(1, 1, 1),
+    "ts_us": dt.datetime(1, 1, 1),
+    "ts_ns": dt.datetime(1677, 9, 22),
+    "tz_s": dt.datetime(1, 1, 1, tzinfo=UTC),
+    "tz_ms": dt.datetime(1, 1, 1, tzinfo=UTC),
+    "tz_us": dt.datetime(1, 1, 1, tzinfo=UTC),
+    "tz_ns": dt.datetime(1677, 9, 22, tzinfo=UTC),
+    "tz_paris": dt.datetime(1900, 1, 1, tzinfo=UTC),
+    "ints": [],
+    "words": [],
+    "pair": {"a": None, "b": []},
+    "attrs": {},
+    "doc": [],
+    "key": uuid.UUID(int=0),
 }
 HIGH = {
-    "id": 1, "i8": 127, "i16": 2**15 - 1, "i32": 2**31 - 1, "i64": 2**63 - 1,
-    "u8": 255, "u16": 2**16 - 1, "u32": 2**32 - 1, "u64": 2**64 - 1,
-    "f32": float("inf"), "f64": float("inf"), "flag": True,
-    "text": "é ✓ 𝄞 \"q\" 'a'\\b\n\t,;", "big_text": "x" * 10_000,
-    "blob": bytes(range(256)), "big_blob": b"\x00" * 1000,
-    "dec": D("9" * 28 + "." + "9" * 10), "money": D("999.99"), "wide": D("9" * 34 + ".9999"),
-    "day": dt.date(9999, 12, 31), "at": dt.time(23, 59, 59, 999999), "at_ms": dt.time(23, 59, 59, 999000),
-    "ts_s": dt.datetime(9999, 12, 31, 23, 59, 59), "ts_ms": dt.datetime(9999, 12, 31, 23, 59, 59, 999000),
+    "id": 1,
+    "i8": 127,
+    "i16": 2**15 - 1,
+    "i32": 2**31 - 1,
+    "i64": 2**63 - 1,
+    "u8": 255,
+    "u16": 2**16 - 1,
+    "u32": 2**32 - 1,
+    "u64": 2**64 - 1,
+    "f32": float("inf"),
+    "f64": float("inf"),
+    "flag": True,
+    "text": "é ✓ 𝄞 \"q\" 'a'\\b\n\t,;",
+    "big_text": "x" * 10_000,
+    "blob": bytes(range(256)),
+    "big_blob": b"\x00" * 1000,
+    "dec": D("9" * 28 + "." + "9" * 10),
+    "money": D("999.99"),
+    "wide": D("9" * 34 + ".9999"),
+    "day": dt.date(9999, 12, 31),
+    "at": dt.time(23, 59, 59, 999999),
+    "at_ms": dt.time(23, 59, 59, 999000),
+    "ts_s": dt.datetime(9999, 12, 31, 23, 59, 59),
+    "ts_ms": dt.datetime(9999, 12, 31, 23, 59, 59, 999000),
     "ts_us": dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
     "ts_ns": dt.datetime(2262, 4, 11, 23, 47, 16, 854775),
     "tz_s": dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
@@ -86,27 +149,53 @@ HIGH = {
     "tz_us": dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
     "tz_ns": dt.datetime(2262, 4, 11, 23, 47, 16, 854775, tzinfo=UTC),
     "tz_paris": dt.datetime(2024, 3, 31, 2, 30, tzinfo=MINUS7),
-    "ints": [-2**63, None, 2**63 - 1], "words": ["", None, "é"],
-    "pair": {"a": 7, "b": ["x", None]}, "attrs": {"a": 1, "": None, "é": -1},
-    "doc": {"b": [1, 2.5, None, True], "a": {"é": "\"x\""}}, "key": U_MAX,
+    "ints": [-(2**63), None, 2**63 - 1],
+    "words": ["", None, "é"],
+    "pair": {"a": 7, "b": ["x", None]},
+    "attrs": {"a": 1, "": None, "é": -1},
+    "doc": {"b": [1, 2.5, None, True], "a": {"é": '"x"'}},
+    "key": U_MAX,
 }
 MIDDLE = {
-    "id": 2, "i8": 0, "i16": -1, "i32": 1, "i64": 0, "u8": 1, "u16": 2, "u32": 3, "u64": 2**63,
-    "f32": float("nan"), "f64": float("nan"), "flag": True,
-    "text": "plain", "big_text": "", "blob": b"\x00", "big_blob": b"",
-    "dec": D("0.0000000001"), "money": 0, "wide": D("-0.0001"),
-    "day": dt.date(1970, 1, 1), "at": dt.time(12, 0, 0, 1), "at_ms": dt.time(0, 0, 0, 1000),
-    "ts_s": dt.datetime(1970, 1, 1), "ts_ms": dt.datetime(1969, 12, 31, 23, 59, 59, 999000),
+    "id": 2,
+    "i8": 0,
+    "i16": -1,
+    "i32": 1,
+    "i64": 0,
+    "u8": 1,
+    "u16": 2,
+    "u32": 3,
+    "u64": 2**63,
+    "f32": float("nan"),
+    "f64": float("nan"),
+    "flag": True,
+    "text": "plain",
+    "big_text": "",
+    "blob": b"\x00",
+    "big_blob": b"",
+    "dec": D("0.0000000001"),
+    "money": 0,
+    "wide": D("-0.0001"),
+    "day": dt.date(1970, 1, 1),
+    "at": dt.time(12, 0, 0, 1),
+    "at_ms": dt.time(0, 0, 0, 1000),
+    "ts_s": dt.datetime(1970, 1, 1),
+    "ts_ms": dt.datetime(1969, 12, 31, 23, 59, 59, 999000),
     "ts_us": dt.datetime(2024, 6, 1, 12, 0, tzinfo=MINUS7),  # aware into a naive column: UTC
-    "ts_ns": dt.datetime(2024, 2, 29, 0, 0, 0, 1), "tz_s": dt.datetime(1970, 1, 1, tzinfo=UTC),
-    "tz_ms": dt.datetime(2024, 6, 1, 12, tzinfo=MINUS7), "tz_us": dt.datetime(2024, 6, 1, 12, 0, 0, 1),
+    "ts_ns": dt.datetime(2024, 2, 29, 0, 0, 0, 1),
+    "tz_s": dt.datetime(1970, 1, 1, tzinfo=UTC),
+    "tz_ms": dt.datetime(2024, 6, 1, 12, tzinfo=MINUS7),
+    "tz_us": dt.datetime(2024, 6, 1, 12, 0, 0, 1),
     "tz_ns": dt.datetime(2000, 1, 1, 0, 0, 0, 999999, tzinfo=MINUS7),
     "tz_paris": dt.datetime(2024, 10, 27, 1, 30, tzinfo=UTC),
-    "ints": [0], "words": [""], "pair": {"a": 0, "b": None}, "attrs": [("k", 0)],
-    "doc": '"just text"', "key": str(U_ONE),
+    "ints": [0],
+    "words": [""],
+    "pair": {"a": 0, "b": None},
+    "attrs": [("k", 0)],
+    "doc": '"just text"',
+    "key": str(U_ONE),
 }
-SMALL_FLOATS = {"id": 3, "f32": F32_TINY, "f64": 5e-324, "key": U_ONE.bytes, "doc": "[]",
-                "money": D("-0.01"), "dec": 5}
+SMALL_FLOATS = {"id": 3, "f32": F32_TINY, "f64": 5e-324, "key": U_ONE.bytes, "doc": "[]", "money": D("-0.01"), "dec": 5}
 LARGE_FLOATS = {"id": 4, "f32": -F32_MAX, "f64": 1.7976931348623157e308, "doc": 0}
 ALL_NULL = {"id": 5}
 ROWS = [LOW, HIGH, MIDDLE, SMALL_FLOATS, LARGE_FLOATS, ALL_NULL, {"id": 6, "f32": -0.0, "f64": -0.0, "doc": "null"}]
@@ -135,8 +224,11 @@ def meaning(column: str, value, types: str = "exact"):
     if isinstance(typ, pa.JsonType):
         return json.loads(value) if isinstance(value, str) else value
     if isinstance(typ, pa.UuidType):
-        return value if isinstance(value, uuid.UUID) else (
-            uuid.UUID(bytes=value) if isinstance(value, bytes) else uuid.UUID(value))
+        return (
+            value
+            if isinstance(value, uuid.UUID)
+            else (uuid.UUID(bytes=value) if isinstance(value, bytes) else uuid.UUID(value))
+        )
     if pa.types.is_map(typ):
         return dict(value.items() if isinstance(value, dict) else value)
     if pa.types.is_decimal(typ):
@@ -238,15 +330,27 @@ def test_every_type_reads_back_in_every_reader(types, spark, s3_config, s3_clien
             check_rows(reader, got[1], ROWS, types)
         spark_types = results["Spark"][0]
         assert (spark_types["key"], spark_types["at"], spark_types["u64"], spark_types["ts_ns"]) == (
-            "string", "string", "decimal(20,0)", "timestamp_ntz")
+            "string",
+            "string",
+            "decimal(20,0)",
+            "timestamp_ntz",
+        )
     else:
         for reader in ("pyarrow", "DuckDB", "Polars"):
             check_rows(reader, results[reader][1], ROWS, types)
         arrow_types, duck_types = results["pyarrow"][0], results["DuckDB"][0]
         assert (arrow_types["doc"], arrow_types["key"], arrow_types["ts_s"]) == (
-            "extension<arrow.json>", "extension<arrow.uuid>", "timestamp[ms]")  # Parquet has no seconds
+            "extension<arrow.json>",
+            "extension<arrow.uuid>",
+            "timestamp[ms]",
+        )  # Parquet has no seconds
         assert (duck_types["doc"], duck_types["key"], duck_types["u64"], duck_types["dec"], duck_types["tz_us"]) == (
-            "JSON", "UUID", "UBIGINT", "DECIMAL(38,10)", "TIMESTAMP WITH TIME ZONE")
+            "JSON",
+            "UUID",
+            "UBIGINT",
+            "DECIMAL(38,10)",
+            "TIMESTAMP WITH TIME ZONE",
+        )
         assert "PARQUET_TYPE_ILLEGAL" in str(results["Spark"]), results["Spark"]
         leaves = {c.path: c for c in pq.ParquetFile(paths[0]).schema}
         assert (leaves["doc"].logical_type.type, leaves["key"].logical_type.type) == ("JSON", "UUID")
@@ -264,8 +368,9 @@ def _spark_by_column(spark, fmt: ParquetFormat, tmp_path):
     batch = rows_to_batch(ROWS, ALL_TYPES)
     types, errors, by_id = {}, {}, {r["id"]: {"id": r["id"]} for r in ROWS}
     compatible = ParquetFormat(types="compatible").file_schema(ALL_TYPES)
-    same_columns = [n for n in ALL_TYPES.names
-                    if fmt.file_schema(ALL_TYPES).field(n).type.equals(compatible.field(n).type)]
+    same_columns = [
+        n for n in ALL_TYPES.names if fmt.file_schema(ALL_TYPES).field(n).type.equals(compatible.field(n).type)
+    ]
     groups = [same_columns] + [["id", n] for n in ALL_TYPES.names if n not in same_columns]
     for i, names in enumerate(groups):
         part = pa.Table.from_batches([batch]).select(names)
@@ -303,8 +408,10 @@ def type_table(fmt: ParquetFormat, results) -> str:
     for column in ALL_TYPES.names:
         if column == "id":
             continue
-        cells = [f"`{_pretty_arrow(ALL_TYPES.field(column).type)}`",
-                 f"`{_pretty_arrow(file_schema.field(column).type)}`"]
+        cells = [
+            f"`{_pretty_arrow(ALL_TYPES.field(column).type)}`",
+            f"`{_pretty_arrow(file_schema.field(column).type)}`",
+        ]
         for reader in readers.READERS:
             got = results[reader]
             errors = got[2] if isinstance(got, tuple) and len(got) == 3 else {}
@@ -338,7 +445,8 @@ def readme_table_check(types: str, table: str) -> None:
         return
     assert current == table, (
         f"docs/formats.md's {types!r} type table is not what the readers returned; rerun with "
-        f"BEAM_S3_SINK_WRITE_DOCS=1 to rewrite it. Returned:\n{table}")
+        f"BEAM_S3_SINK_WRITE_DOCS=1 to rewrite it. Returned:\n{table}"
+    )
 
 
 def test_duckdb_reads_the_partitioned_copy_straight_from_s3(s3_endpoint, s3_config, s3_client, bucket):
@@ -346,34 +454,48 @@ def test_duckdb_reads_the_partitioned_copy_straight_from_s3(s3_endpoint, s3_conf
     from conftest import ACCESS_KEY, REGION, SECRET_KEY
     from pipelines import duckdb_s3
 
-    rows = [{"id": i, "name": f"n{i % 3}", "amount": i / 4, "at": None, "tags": ["a"] if i % 2 else None}
-            for i in range(300)]
-    result = run_copy(rows, uri=f"s3://{bucket}/parts", schema=SIZE_SCHEMA, s3=s3_config,
-                      partition_by=("name",))
+    rows = [
+        {"id": i, "name": f"n{i % 3}", "amount": i / 4, "at": None, "tags": ["a"] if i % 2 else None}
+        for i in range(300)
+    ]
+    result = run_copy(rows, uri=f"s3://{bucket}/parts", schema=SIZE_SCHEMA, s3=s3_config, partition_by=("name",))
     assert result.ok, result.error
     con = duckdb_s3.connect(s3_endpoint, ACCESS_KEY, SECRET_KEY, REGION)
     got = con.execute(
         f"SELECT name, count(*), sum(id), sum(amount) FROM read_parquet('s3://{bucket}/parts/**/*.parquet', "
-        "hive_partitioning = true) GROUP BY name ORDER BY name").fetchall()
+        "hive_partitioning = true) GROUP BY name ORDER BY name"
+    ).fetchall()
     assert got == [(f"n{k}", 100, sum(range(k, 300, 3)), sum(i / 4 for i in range(k, 300, 3))) for k in range(3)]
 
 
 # -- file sizes ------------------------------------------------------------------------------
-SIZE_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64()),
-                         ("at", pa.timestamp("us", tz="UTC")), ("tags", pa.list_(pa.string()))])
+SIZE_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("amount", pa.float64()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("tags", pa.list_(pa.string())),
+    ]
+)
 
 
 def sized_row(i: int) -> dict:
     h = (i * 2654435761) % 2**32
-    return {"id": i, "name": f"customer-{h:08x}-{i % 977}", "amount": h / 7.0,
-            "at": dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=h % 10**7),
-            "tags": [f"t{h % 13}", f"u{h % 101}"][: h % 3]}
+    return {
+        "id": i,
+        "name": f"customer-{h:08x}-{i % 977}",
+        "amount": h / 7.0,
+        "at": dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=h % 10**7),
+        "tags": [f"t{h % 13}", f"u{h % 101}"][: h % 3],
+    }
 
 
 def test_files_land_close_to_max_file_size(s3_config, s3_client, bucket):
     limit = 2**20
-    result = run_copy(generate=(sized_row, 200_000), uri=f"s3://{bucket}/sized", schema=SIZE_SCHEMA,
-                      s3=s3_config, max_file_size=limit)
+    result = run_copy(
+        generate=(sized_row, 200_000), uri=f"s3://{bucket}/sized", schema=SIZE_SCHEMA, s3=s3_config, max_file_size=limit
+    )
     assert result.ok, result.error
     assert result.rows == 200_000
     sizes = list_objects(s3_client, bucket, "sized")
@@ -382,8 +504,10 @@ def test_files_land_close_to_max_file_size(s3_config, s3_client, bucket):
     rows = 0
     for key in keys:
         meta = pq.ParquetFile(io.BytesIO(get_bytes(s3_client, bucket, key))).metadata
-        groups = [sum(meta.row_group(i).column(c).total_compressed_size for c in range(meta.num_columns))
-                  for i in range(meta.num_row_groups)]
+        groups = [
+            sum(meta.row_group(i).column(c).total_compressed_size for c in range(meta.num_columns))
+            for i in range(meta.num_row_groups)
+        ]
         rows += meta.num_rows
         assert sizes[key] <= limit + max(groups), (key, sizes[key], groups)
         assert max(groups) <= limit // 4, (key, groups)
@@ -392,12 +516,15 @@ def test_files_land_close_to_max_file_size(s3_config, s3_client, bucket):
 
 
 # -- options --------------------------------------------------------------------------------
-@pytest.mark.parametrize("fmt, codec", [
-    (ParquetFormat(), "SNAPPY"),
-    (ParquetFormat(compression="zstd", compression_level=9), "ZSTD"),
-    (ParquetFormat(compression="gzip", compression_level=1, version="1.0"), "GZIP"),
-    (ParquetFormat(compression="none", use_dictionary=False, write_statistics=False), "UNCOMPRESSED"),
-])
+@pytest.mark.parametrize(
+    "fmt, codec",
+    [
+        (ParquetFormat(), "SNAPPY"),
+        (ParquetFormat(compression="zstd", compression_level=9), "ZSTD"),
+        (ParquetFormat(compression="gzip", compression_level=1, version="1.0"), "GZIP"),
+        (ParquetFormat(compression="none", use_dictionary=False, write_statistics=False), "UNCOMPRESSED"),
+    ],
+)
 def test_format_options_reach_the_file(fmt, codec, s3_config, s3_client, bucket):
     rows = [{"id": i, "name": f"n{i % 3}", "amount": i / 3, "at": None, "tags": None} for i in range(50)]
     result = run_copy(rows, uri=f"s3://{bucket}/opts", schema=SIZE_SCHEMA, s3=s3_config, format=fmt)
@@ -409,8 +536,9 @@ def test_format_options_reach_the_file(fmt, codec, s3_config, s3_client, bucket)
     assert meta.format_version == fmt.version
     assert chunk.is_stats_set == fmt.write_statistics
     assert ("RLE_DICTIONARY" in chunk.encodings or "PLAIN_DICTIONARY" in chunk.encodings) == fmt.use_dictionary
-    assert duckdb.execute("SELECT count(*), sum(id) FROM read_parquet(?)",
-                          [_local(s3_client, bucket, key)]).fetchone() == (50, sum(range(50)))
+    assert duckdb.execute(
+        "SELECT count(*), sum(id) FROM read_parquet(?)", [_local(s3_client, bucket, key)]
+    ).fetchone() == (50, sum(range(50)))
 
 
 def _local(client, bucket, key) -> str:
@@ -421,23 +549,29 @@ def _local(client, bucket, key) -> str:
     return f.name
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(compression="snappy", compression_level=3), "takes no compression_level"),
-    (dict(compression="zstd", compression_level=99), "from"),
-    (dict(compression="lzo"), "is not one of"),
-    (dict(version="3.0"), "version must be"),
-    (dict(row_group_size=10), "at least 1024"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(compression="snappy", compression_level=3), "takes no compression_level"),
+        (dict(compression="zstd", compression_level=99), "from"),
+        (dict(compression="lzo"), "is not one of"),
+        (dict(version="3.0"), "version must be"),
+        (dict(row_group_size=10), "at least 1024"),
+    ],
+)
 def test_bad_options_fail_when_made(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ParquetFormat(**kwargs)
 
 
-@pytest.mark.parametrize("typ, message", [
-    (pa.decimal256(40, 2), "at most 38 digits"),
-    (pa.duration("s"), "Cast it to pa.int64"),
-    (pa.list_(pa.struct([("d", pa.month_day_nano_interval())])), "Parquet has no such type"),
-])
+@pytest.mark.parametrize(
+    "typ, message",
+    [
+        (pa.decimal256(40, 2), "at most 38 digits"),
+        (pa.duration("s"), "Cast it to pa.int64"),
+        (pa.list_(pa.struct([("d", pa.month_day_nano_interval())])), "Parquet has no such type"),
+    ],
+)
 def test_types_no_reader_trusts_fail_at_construction(typ, message):
     schema = pa.schema([("id", pa.int64()), ("x", typ)])
     with pytest.raises(ValueError, match=message) as info:
@@ -450,12 +584,27 @@ def test_types_no_reader_trusts_fail_at_construction(typ, message):
 def test_schema_derived_from_beam_types_with_logical_types():
     schema = resolve_schema(None, Event)
     assert [(f.name, f.type, f.nullable) for f in schema] == [
-        ("id", pa.int64(), False), ("small", pa.int16(), False), ("ratio", pa.float32(), False),
-        ("count", pa.uint32(), False), ("name", pa.string(), True), ("day", pa.date32(), False),
-        ("at", pa.time64("us"), False), ("when", pa.timestamp("us"), False),
-        ("instant", pa.timestamp("us", tz="UTC"), False), ("key", pa.uuid(), False),
-        ("points", pa.list_(pa.field("item", pa.struct([pa.field("x", pa.int64(), nullable=False),
-                                                         ("label", pa.string())]), nullable=False)), False),
+        ("id", pa.int64(), False),
+        ("small", pa.int16(), False),
+        ("ratio", pa.float32(), False),
+        ("count", pa.uint32(), False),
+        ("name", pa.string(), True),
+        ("day", pa.date32(), False),
+        ("at", pa.time64("us"), False),
+        ("when", pa.timestamp("us"), False),
+        ("instant", pa.timestamp("us", tz="UTC"), False),
+        ("key", pa.uuid(), False),
+        (
+            "points",
+            pa.list_(
+                pa.field(
+                    "item",
+                    pa.struct([pa.field("x", pa.int64(), nullable=False), ("label", pa.string())]),
+                    nullable=False,
+                )
+            ),
+            False,
+        ),
         ("tags", pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False)), False),
         ("payload", pa.binary(), True),
     ]
@@ -469,11 +618,21 @@ def test_decimal_without_precision_asks_for_a_schema():
 def make_event(i: int) -> Event:
     from apache_beam.utils.timestamp import Timestamp
 
-    return Event(id=i, small=i % 100, ratio=i / 4, count=2**32 - 1 - i, name=None if i % 2 else f"e{i}",
-                 day=dt.date(2024, 1, 1) + dt.timedelta(days=i), at=dt.time(1, 2, 3, i),
-                 when=dt.datetime(2024, 1, 1, 0, 0, 0, i), instant=Timestamp(micros=10**15 + i),
-                 key=uuid.UUID(int=i), points=[Point(i, None), Point(-i, "p")], tags={"k": i},
-                 payload=None)
+    return Event(
+        id=i,
+        small=i % 100,
+        ratio=i / 4,
+        count=2**32 - 1 - i,
+        name=None if i % 2 else f"e{i}",
+        day=dt.date(2024, 1, 1) + dt.timedelta(days=i),
+        at=dt.time(1, 2, 3, i),
+        when=dt.datetime(2024, 1, 1, 0, 0, 0, i),
+        instant=Timestamp(micros=10**15 + i),
+        key=uuid.UUID(int=i),
+        points=[Point(i, None), Point(-i, "p")],
+        tags={"k": i},
+        payload=None,
+    )
 
 
 def test_copy_of_namedtuples_with_logical_types(s3_config, s3_client, bucket, tmp_path):
@@ -495,14 +654,27 @@ def test_copy_of_namedtuples_with_logical_types(s3_config, s3_client, bucket, tm
 
 
 # -- rows that do not fit -------------------------------------------------------------------
-BAD_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("qty", pa.int8()),
-                        ("price", pa.decimal128(5, 2)), ("note", pa.string()),
-                        ("doc", pa.json_()), ("key", pa.uuid())])
+BAD_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("qty", pa.int8()),
+        ("price", pa.decimal128(5, 2)),
+        ("note", pa.string()),
+        ("doc", pa.json_()),
+        ("key", pa.uuid()),
+    ]
+)
 
 
 def good_row(i: int) -> dict:
-    return {"id": i, "qty": i % 100, "price": D(i % 1000) / 10, "note": f"note {i}" * 3,
-            "doc": {"i": i}, "key": uuid.UUID(int=i)}
+    return {
+        "id": i,
+        "qty": i % 100,
+        "price": D(i % 1000) / 10,
+        "note": f"note {i}" * 3,
+        "doc": {"i": i},
+        "key": uuid.UUID(int=i),
+    }
 
 
 def wrong_type_late(i: int) -> dict:
@@ -512,19 +684,22 @@ def wrong_type_late(i: int) -> dict:
     return row
 
 
-@pytest.mark.parametrize("bad, column, expected, shown", [
-    pytest.param({"qty": "seven" + "!" * 300}, "qty", "int8", "'seven!!!", id="wrong-type"),
-    pytest.param({"id": None}, "id", "int64", "NULL", id="null-non-nullable"),
-    pytest.param({"id": "missing"}, "id", "int64", "missing", id="missing-non-nullable"),
-    pytest.param({"qty": 300}, "qty", "int8", "300", id="overflowing-integer"),
-    pytest.param({"id": 2**63}, "id", "int64", str(2**63), id="overflowing-int64"),
-    pytest.param({"price": D("12345.6")}, "price", "decimal128(5, 2)", "Decimal('12345.6')",
-                 id="decimal-beyond-precision"),
-    pytest.param({"price": D("1.234")}, "price", "decimal128(5, 2)", "Decimal('1.234')",
-                 id="decimal-beyond-scale"),
-    pytest.param({"doc": "{not json"}, "doc", "extension<arrow.json>", "'{not json'", id="bad-json"),
-    pytest.param({"key": "not-a-uuid"}, "key", "extension<arrow.uuid>", "'not-a-uuid'", id="bad-uuid"),
-])
+@pytest.mark.parametrize(
+    "bad, column, expected, shown",
+    [
+        pytest.param({"qty": "seven" + "!" * 300}, "qty", "int8", "'seven!!!", id="wrong-type"),
+        pytest.param({"id": None}, "id", "int64", "NULL", id="null-non-nullable"),
+        pytest.param({"id": "missing"}, "id", "int64", "missing", id="missing-non-nullable"),
+        pytest.param({"qty": 300}, "qty", "int8", "300", id="overflowing-integer"),
+        pytest.param({"id": 2**63}, "id", "int64", str(2**63), id="overflowing-int64"),
+        pytest.param(
+            {"price": D("12345.6")}, "price", "decimal128(5, 2)", "Decimal('12345.6')", id="decimal-beyond-precision"
+        ),
+        pytest.param({"price": D("1.234")}, "price", "decimal128(5, 2)", "Decimal('1.234')", id="decimal-beyond-scale"),
+        pytest.param({"doc": "{not json"}, "doc", "extension<arrow.json>", "'{not json'", id="bad-json"),
+        pytest.param({"key": "not-a-uuid"}, "key", "extension<arrow.uuid>", "'not-a-uuid'", id="bad-uuid"),
+    ],
+)
 def test_bad_row_names_column_type_and_value(bad, column, expected, shown, s3_config, s3_client, bucket):
     rows = [good_row(i) for i in range(5)]
     broken = dict(good_row(5), **bad)
@@ -542,8 +717,14 @@ def test_bad_row_names_column_type_and_value(bad, column, expected, shown, s3_co
 
 
 def test_bad_row_after_many_good_files_makes_nothing_visible(s3_config, s3_client, bucket):
-    result = run_copy(generate=(wrong_type_late, 20_000), uri=f"s3://{bucket}/late", schema=BAD_SCHEMA,
-                      s3=s3_config, max_file_size=64 * 1024, fail_on_error=False)
+    result = run_copy(
+        generate=(wrong_type_late, 20_000),
+        uri=f"s3://{bucket}/late",
+        schema=BAD_SCHEMA,
+        s3=s3_config,
+        max_file_size=64 * 1024,
+        fail_on_error=False,
+    )
     assert not result.ok
     assert "column 'qty' expects int8" in result.error and "'seven!!!" in result.error
     assert data_keys(s3_client, bucket, "late") == []
@@ -561,20 +742,30 @@ def _encode(fmt: ParquetFormat, table: pa.Table, path) -> str:
 
 
 def test_view_float16_and_nanosecond_types_open_everywhere_by_default(spark, tmp_path):
-    table = pa.table({
-        "id": pa.array([1, 2, 3], pa.int64()),
-        "sv": pa.array(["a", None, "é" * 20], pa.string_view()),
-        "bv": pa.array([b"\x00", b"", None], pa.binary_view()),
-        "lv": pa.array([[1, None], [], None], pa.large_list(pa.int32())),
-        "half": pa.array([1.5, None, -0.25], pa.float16()),
-        "ns": pa.array([0, 1_700_000_000_000_000_000, None], pa.timestamp("ns", tz="UTC")),
-    })
+    table = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "sv": pa.array(["a", None, "é" * 20], pa.string_view()),
+            "bv": pa.array([b"\x00", b"", None], pa.binary_view()),
+            "lv": pa.array([[1, None], [], None], pa.large_list(pa.int32())),
+            "half": pa.array([1.5, None, -0.25], pa.float16()),
+            "ns": pa.array([0, 1_700_000_000_000_000_000, None], pa.timestamp("ns", tz="UTC")),
+        }
+    )
     path = _encode(ParquetFormat(), table, tmp_path / "compat.parquet")
-    expected = {"sv": ["a", None, "é" * 20], "bv": [b"\x00", b"", None], "lv": [[1, None], [], None],
-                "half": [1.5, None, -0.25],
-                "ns": [dt.datetime(1970, 1, 1, tzinfo=UTC), dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC), None]}
-    for name, read in (("pyarrow", readers.read_pyarrow), ("DuckDB", readers.read_duckdb),
-                       ("pandas", readers.read_pandas), ("Spark", lambda p: readers.read_spark(spark, p))):
+    expected = {
+        "sv": ["a", None, "é" * 20],
+        "bv": [b"\x00", b"", None],
+        "lv": [[1, None], [], None],
+        "half": [1.5, None, -0.25],
+        "ns": [dt.datetime(1970, 1, 1, tzinfo=UTC), dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC), None],
+    }
+    for name, read in (
+        ("pyarrow", readers.read_pyarrow),
+        ("DuckDB", readers.read_duckdb),
+        ("pandas", readers.read_pandas),
+        ("Spark", lambda p: readers.read_spark(spark, p)),
+    ):
         types, rows = read([path])
         rows = sorted(rows, key=lambda r: r["id"])
         for column, want in expected.items():
@@ -584,13 +775,19 @@ def test_view_float16_and_nanosecond_types_open_everywhere_by_default(spark, tmp
             assert got == want, (name, column, got)
     schema = pq.read_schema(path)
     assert (schema.field("sv").type, schema.field("lv").type, schema.field("half").type) == (
-        pa.string(), pa.list_(pa.int32()), pa.float32())
+        pa.string(),
+        pa.list_(pa.int32()),
+        pa.float32(),
+    )
 
 
 def test_a_nanosecond_the_compatible_types_cannot_hold_names_the_column(tmp_path):
     table = pa.table({"id": [1], "at": pa.array([1_700_000_000_000_000_001], pa.timestamp("ns"))})
-    with pytest.raises(ValueError, match=r"column 'at' \(timestamp\[ns\]\) is written as timestamp\[us\]"
-                                         r".*would lose data.*types='exact'"):
+    with pytest.raises(
+        ValueError,
+        match=r"column 'at' \(timestamp\[ns\]\) is written as timestamp\[us\]"
+        r".*would lose data.*types='exact'",
+    ):
         _encode(ParquetFormat(), table, tmp_path / "ns.parquet")
     path = _encode(ParquetFormat(types="exact"), table, tmp_path / "exact.parquet")
     assert pq.read_table(path).column("at").cast(pa.int64()).to_pylist() == [1_700_000_000_000_000_001]

@@ -35,19 +35,51 @@ from helpers import data_keys, list_objects, pending_uploads, read_parquet, run_
 
 UTC = datetime.timezone.utc
 EXAMPLES = {"parquet": 200, "pg": 150, "pipeline": 3, "refused": 50}
-SETTINGS = dict(derandomize=True, database=None, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+SETTINGS = dict(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 
 # Characters that mean something to one of the formats, and markers, mixed into random text.
-SPECIAL = ["", "\\", "\\N", "NULL", "null", '"', "'", ",", ";", "|", "\t", "\n", "\r", "\r\n", "\\.",
-           "{", "}", "{a,b}", " ", "é", "🙂", "\u2028", "\ufeff", "<null>", "\x01", "\x7f"]
+SPECIAL = [
+    "",
+    "\\",
+    "\\N",
+    "NULL",
+    "null",
+    '"',
+    "'",
+    ",",
+    ";",
+    "|",
+    "\t",
+    "\n",
+    "\r",
+    "\r\n",
+    "\\.",
+    "{",
+    "}",
+    "{a,b}",
+    " ",
+    "é",
+    "🙂",
+    "\u2028",
+    "\ufeff",
+    "<null>",
+    "\x01",
+    "\x7f",
+]
 
 
 def text(allow_nul: bool) -> st.SearchStrategy:
     chars = st.characters(exclude_categories=("Cs",), exclude_characters=() if allow_nul else ("\x00",))
-    return st.one_of(st.sampled_from(SPECIAL), st.text(chars, max_size=12),
-                     st.lists(st.sampled_from(SPECIAL) | st.text(chars, max_size=3), max_size=4).map("".join))
+    return st.one_of(
+        st.sampled_from(SPECIAL),
+        st.text(chars, max_size=12),
+        st.lists(st.sampled_from(SPECIAL) | st.text(chars, max_size=3), max_size=4).map("".join),
+    )
 
 
 def decimals(precision: int, scale: int) -> st.SearchStrategy:
@@ -55,7 +87,8 @@ def decimals(precision: int, scale: int) -> st.SearchStrategy:
     with ``places`` rounds up past the largest one)."""
     most = 10**precision - 1
     return st.one_of(st.sampled_from([most, -most, 0, 1, -1]), st.integers(-most, most)).map(
-        lambda n: decimal.Decimal(n).scaleb(-scale, decimal.Context(prec=precision + 2)))
+        lambda n: decimal.Decimal(n).scaleb(-scale, decimal.Context(prec=precision + 2))
+    )
 
 
 def int_range(bits: int, signed: bool) -> st.SearchStrategy:
@@ -149,6 +182,7 @@ def encode(fmt, schema: pa.Schema, rows: list) -> bytes:
 
 # Parquet: pyarrow and DuckDB ------------------------------------------------------------------
 
+
 @settings(max_examples=EXAMPLES["parquet"], **SETTINGS)
 @given(tables(nested=True))
 def test_parquet_round_trip_pyarrow_and_duckdb(tmp_path_factory, table):
@@ -168,8 +202,10 @@ def test_parquet_round_trip_pyarrow_and_duckdb(tmp_path_factory, table):
     path = tmp_path_factory.mktemp("pq") / "f.parquet"
     path.write_bytes(data)
     duck = duckdb.sql(f"SELECT * FROM read_parquet('{path}')").fetch_arrow_table().to_pylist()
-    assert same([{k: _duck_norm(v) for k, v in r.items()} for r in duck],
-                [{k: _duck_norm(v) for k, v in r.items()} for r in rows])
+    assert same(
+        [{k: _duck_norm(v) for k, v in r.items()} for r in duck],
+        [{k: _duck_norm(v) for k, v in r.items()} for r in rows],
+    )
 
 
 def _duck_norm(value):
@@ -187,8 +223,10 @@ def _duck_norm(value):
 
 PG_FORMATS = [
     (CsvFormat(), "FORMAT csv"),
-    (CsvFormat(header=True, delimiter=";", null="NULL", quote="'", escape="\\"),
-     "FORMAT csv, HEADER true, DELIMITER ';', NULL 'NULL', QUOTE '''', ESCAPE '\\'"),
+    (
+        CsvFormat(header=True, delimiter=";", null="NULL", quote="'", escape="\\"),
+        "FORMAT csv, HEADER true, DELIMITER ';', NULL 'NULL', QUOTE '''', ESCAPE '\\'",
+    ),
     (CsvFormat(delimiter="|", null="\\N", force_quote=True), "FORMAT csv, DELIMITER '|', NULL '\\N'"),
     (TextFormat(), "FORMAT text"),
     (TextFormat(delimiter="|", null="<null>"), "FORMAT text, DELIMITER '|', NULL '<null>'"),
@@ -221,8 +259,11 @@ def _pg_norm(value, typ: pa.DataType):
 def test_csv_and_text_load_into_postgresql_equal(pg, table, which):
     schema, pg_types, rows = table
     fmt, options = PG_FORMATS[which]
-    if isinstance(fmt, TextFormat) and "\\" not in fmt.null and any(
-            r[f.name] == fmt.null for r in rows for f in schema if pa.types.is_string(f.type)):
+    if (
+        isinstance(fmt, TextFormat)
+        and "\\" not in fmt.null
+        and any(r[f.name] == fmt.null for r in rows for f in schema if pa.types.is_string(f.type))
+    ):
         with pytest.raises(ValueError, match="the NULL string of this text format"):
             encode(fmt, schema, rows)  # it would load as NULL: refused (see the test below)
         return
@@ -244,6 +285,7 @@ def test_csv_and_text_load_into_postgresql_equal(pg, table, which):
 
 
 # A value the format cannot hold -------------------------------------------------------------
+
 
 def test_found_text_value_equal_to_the_null_string_is_refused(pg):
     """Found by hypothesis (600 random examples): with TextFormat(null="<null>") the text value
@@ -276,6 +318,7 @@ def test_nul_in_text_is_refused_naming_the_column(before, after, which):
 
 # A few full pipeline copies -------------------------------------------------------------------
 
+
 @settings(max_examples=EXAMPLES["pipeline"], phases=[Phase.explicit, Phase.reuse, Phase.generate], **SETTINGS)
 @given(table=tables(nested=True))
 def test_pipeline_parquet_copy_reads_back_equal(s3_config, s3_client, table):
@@ -285,6 +328,7 @@ def test_pipeline_parquet_copy_reads_back_equal(s3_config, s3_client, table):
     result = run_copy(rows, uri=f"s3://{bucket}/p", schema=schema, s3=s3_config, format="parquet")
     assert result.ok and result.rows == len(rows)
     back = [r for key in data_keys(s3_client, bucket, "p") for r in read_parquet(s3_client, bucket, key).to_pylist()]
+
     def as_tuples(rs):
         return sorted((tuple(r[n] for n in schema.names) for r in rs), key=lambda t: repr(canon(t)))
 
@@ -294,8 +338,7 @@ def test_pipeline_parquet_copy_reads_back_equal(s3_config, s3_client, table):
 def test_pipeline_value_the_format_cannot_hold_leaves_nothing(s3_config, s3_client, bucket):
     schema = pa.schema([("id", pa.int64()), ("note", pa.string())])
     rows = [{"id": i, "note": "x" if i != 7 else "a\x00b"} for i in range(20)]
-    result = run_copy(rows, uri=f"s3://{bucket}/bad", schema=schema, s3=s3_config, format="csv",
-                      fail_on_error=False)
+    result = run_copy(rows, uri=f"s3://{bucket}/bad", schema=schema, s3=s3_config, format="csv", fail_on_error=False)
     assert not result.ok and "column 'note'" in result.error and "NUL" in result.error
     assert data_keys(s3_client, bucket, "bad") == [] and pending_uploads(s3_client, bucket) == []
     assert all(k.endswith("INCOMPLETE") for k in list_objects(s3_client, bucket, "bad/"))

@@ -40,14 +40,16 @@ from helpers import (
     run_copy,
 )
 
-SCHEMA = pa.schema([
-    ("id", pa.int64()),
-    ("name", pa.string()),
-    ("amount", pa.float64()),
-    ("paid", pa.bool_()),
-    ("at", pa.timestamp("us", tz="UTC")),
-    ("region", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("amount", pa.float64()),
+        ("paid", pa.bool_()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("region", pa.string()),
+    ]
+)
 REGIONS = ["north", "south", "east west"]
 EPOCH = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -55,7 +57,7 @@ EPOCH = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 def make_row(i: int) -> Dict[str, Any]:
     return {
         "id": i,
-        "name": None if i % 11 == 0 else f"name {i}, \"quoted\"\nünïcode ☃" if i % 7 == 0 else f"n{i}",
+        "name": None if i % 11 == 0 else f'name {i}, "quoted"\nünïcode ☃' if i % 7 == 0 else f"n{i}",
         "amount": None if i % 13 == 0 else i * 0.25,
         "paid": None if i % 17 == 0 else i % 2 == 0,
         "at": EPOCH + datetime.timedelta(seconds=i, microseconds=i % 1000),
@@ -71,14 +73,17 @@ def read_csv(data: bytes) -> List[Dict[str, Any]]:
     """PostgreSQL COPY CSV with a header, parsed back into the rows' Python values."""
     lines = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
     assert lines[0] == SCHEMA.names
-    return [{
-        "id": int(id_),
-        "name": name if name != "" else None,
-        "amount": float(amount) if amount else None,
-        "paid": {"t": True, "f": False, "": None}[paid],
-        "at": datetime.datetime.fromisoformat(at.replace("+00", "+00:00")),
-        "region": region,
-    } for id_, name, amount, paid, at, region in lines[1:]]
+    return [
+        {
+            "id": int(id_),
+            "name": name if name != "" else None,
+            "amount": float(amount) if amount else None,
+            "paid": {"t": True, "f": False, "": None}[paid],
+            "at": datetime.datetime.fromisoformat(at.replace("+00", "+00:00")),
+            "region": region,
+        }
+        for id_, name, amount, paid, at, region in lines[1:]
+    ]
 
 
 def check_committed(client, bucket: str, prefix: str, result) -> List[str]:
@@ -100,8 +105,16 @@ def check_committed(client, bucket: str, prefix: str, result) -> List[str]:
 def test_parquet_copy_reads_back_exactly(runner, s3_config, s3_client, bucket):
     n = 12_000  # three generated shards, spread over the workers
     counters: Dict[str, int] = {}
-    result = run_copy(args=runner, generate=(make_row, n), counters=counters, uri=f"s3://{bucket}/pq",
-                      format="parquet", schema=SCHEMA, s3=s3_config, max_file_size="96KiB")
+    result = run_copy(
+        args=runner,
+        generate=(make_row, n),
+        counters=counters,
+        uri=f"s3://{bucket}/pq",
+        format="parquet",
+        schema=SCHEMA,
+        s3=s3_config,
+        max_file_size="96KiB",
+    )
     files = check_committed(s3_client, bucket, "pq", result)
     assert len(files) >= 2
     tables = [read_parquet(s3_client, bucket, key) for key in files]
@@ -113,8 +126,9 @@ def test_parquet_copy_reads_back_exactly(runner, s3_config, s3_client, bucket):
 
 def test_csv_copy_reads_back_exactly(runner, s3_config, s3_client, bucket):
     rows = [make_row(i) for i in range(3000)]
-    result = run_copy(rows, runner, uri=f"s3://{bucket}/csv", format=CsvFormat(header=True), schema=SCHEMA,
-                      s3=s3_config)
+    result = run_copy(
+        rows, runner, uri=f"s3://{bucket}/csv", format=CsvFormat(header=True), schema=SCHEMA, s3=s3_config
+    )
     files = check_committed(s3_client, bucket, "csv", result)
     assert result.rows == len(rows) and files and all(k.endswith(".csv") for k in files)
     got = [row for key in files for row in read_csv(get_bytes(s3_client, bucket, key))]
@@ -123,9 +137,17 @@ def test_csv_copy_reads_back_exactly(runner, s3_config, s3_client, bucket):
 
 def test_num_batches_and_partition_by(runner, s3_config, s3_client, bucket):
     n = 3000
-    result = run_copy(args=runner, generate=(make_row, n), uri=f"s3://{bucket}/parts", schema=SCHEMA,
-                      s3=s3_config, num_batches=3, partition_by=["region"], keep_partition_columns=True,
-                      sink_id="parts")
+    result = run_copy(
+        args=runner,
+        generate=(make_row, n),
+        uri=f"s3://{bucket}/parts",
+        schema=SCHEMA,
+        s3=s3_config,
+        num_batches=3,
+        partition_by=["region"],
+        keep_partition_columns=True,
+        sink_id="parts",
+    )
     files = check_committed(s3_client, bucket, "parts", result)
     got, batches = [], set()
     for key in files:
@@ -155,8 +177,9 @@ def test_rerun_changes_nothing_and_replace_swaps_the_data(runner, s3_config, s3_
     assert listing() == before, "a rerun of a finished copy writes nothing"
 
     new_rows = [make_row(i) for i in range(1000, 1700)]
-    fresh = run_copy(new_rows, runner, uri=f"s3://{bucket}/r", schema=SCHEMA, s3=s3_config, sink_id="fresh",
-                     if_exists="replace")
+    fresh = run_copy(
+        new_rows, runner, uri=f"s3://{bucket}/r", schema=SCHEMA, s3=s3_config, sink_id="fresh", if_exists="replace"
+    )
     files = check_committed(s3_client, bucket, "r", fresh)
     assert all(k.startswith("r/fresh-") or k.startswith("r/_fresh-") for k in listing())
     got = [row for key in files for row in read_parquet(s3_client, bucket, key).to_pylist()]
@@ -187,8 +210,7 @@ def test_errors_input_aborts_the_copy(runner, s3_config, s3_client, bucket, tmp_
     with beam.Pipeline(options=PipelineOptions(runner)) as p:
         rows = p | "Rows" >> beam.Create([make_row(i) for i in range(200)])
         errors = p | "Errors" >> beam.Create(["validation failed: order 17 has no customer"])
-        result = rows | CopyToS3(f"s3://{bucket}/p", schema=SCHEMA, s3=s3_config, errors=errors,
-                                 fail_on_error=False)
+        result = rows | CopyToS3(f"s3://{bucket}/p", schema=SCHEMA, s3=s3_config, errors=errors, fail_on_error=False)
         result | "Keep" >> beam.Map(_write_pickle, str(out))
     result = pickle.loads(out.read_bytes())
     assert not result.ok and result.rows == 0
@@ -200,9 +222,25 @@ def test_errors_input_aborts_the_copy(runner, s3_config, s3_client, bucket, tmp_
 def test_cli_copies_generated_rows(runner, s3_endpoint, s3_client, bucket):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     completed = subprocess.run(
-        [sys.executable, "-m", "beam_s3_sink.cli", "--source", "generate:5000", "--output", f"s3://{bucket}/cli",
-         "--sink_id", "cli", *runner, "--s3_endpoint_url", s3_endpoint],
-        cwd=root, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "beam_s3_sink.cli",
+            "--source",
+            "generate:5000",
+            "--output",
+            f"s3://{bucket}/cli",
+            "--sink_id",
+            "cli",
+            *runner,
+            "--s3_endpoint_url",
+            s3_endpoint,
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     manifest = read_manifest(s3_client, bucket, "cli/_cli-manifest.json")
     files = data_keys(s3_client, bucket, "cli")

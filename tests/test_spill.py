@@ -75,8 +75,11 @@ def test_many_tiny_bundles_give_one_file_per_instance(s3_config, s3_client, buck
     assert len(groups) == 2, "one key per instance while its data is under GROUP_BYTES"
     result = finish(keys, s3_config, fmt, write_groups(keys, s3_config, fmt, groups, state), state)
     assert result.ok and result.rows == 10_000 and len(result.files) == 2
-    ids = sorted(i for key in data_keys(s3_client, bucket, "tiny")
-                 for i in read_parquet(s3_client, bucket, key).column("id").to_pylist())
+    ids = sorted(
+        i
+        for key in data_keys(s3_client, bucket, "tiny")
+        for i in read_parquet(s3_client, bucket, key).column("id").to_pylist()
+    )
     assert ids == list(range(10_000))
     table = read_parquet(s3_client, bucket, data_keys(s3_client, bucket, "tiny")[0])
     assert table.schema.field("created").type == pa.timestamp("us", tz="UTC")
@@ -92,8 +95,9 @@ def test_groups_roll_over_at_group_bytes():
     for blobs in groups.values():
         size = sum(b.nbytes for blob in blobs for b in decode_blob(blob))
         assert size <= 256 * 1024 + 64 * 1024 * 2
-    ids = sorted(i for blobs in groups.values() for blob in blobs for b in decode_blob(blob)
-                 for i in b.column("id").to_pylist())
+    ids = sorted(
+        i for blobs in groups.values() for blob in blobs for b in decode_blob(blob) for i in b.column("id").to_pylist()
+    )
     assert ids == list(range(40_000))
 
 
@@ -119,8 +123,7 @@ def test_a_retried_bundle_or_writer_never_doubles_rows(s3_config, s3_client, buc
     assert result.ok and result.rows == 300
     files = data_keys(s3_client, bucket, "retry")
     assert files == sorted(f.key for r in committed for f in r.files)
-    lines = [line for key in files
-             for line in s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().splitlines()]
+    lines = [line for key in files for line in s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().splitlines()]
     assert sorted(int(line.split(b",")[0]) for line in lines) == list(range(300))
     assert pending_uploads(s3_client, bucket) == []
 
@@ -147,8 +150,7 @@ def test_spilled_batches_keep_partitions(keep, s3_config, s3_client, bucket):
     fn = _SpillFn(SCHEMA)
     fn.setup()
     layout = Layout(("paid",), keep, 8)
-    reports = write_groups(keys, s3_config, fmt, group(spill_bundles([range(50), range(50, 120)], fn)),
-                           state, layout)
+    reports = write_groups(keys, s3_config, fmt, group(spill_bundles([range(50), range(50, 120)], fn)), state, layout)
     result = finish(keys, s3_config, fmt, reports, state)
     assert result.ok and result.rows == 120
     directories = sorted({k.split("/")[1] for k in data_keys(s3_client, bucket, "parts")})
@@ -167,8 +169,15 @@ def test_merging_100k_reports_moves_each_file_once_per_level():
     for start in range(0, n, 1000):
         acc = combine.create_accumulator()
         for i in range(start, start + 1000):
-            acc = combine.add_input(acc, UploadReport(files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 2),),
-                                                      rows=1, bytes=2, error=f"e{i}" if i in (7, 70) else None))
+            acc = combine.add_input(
+                acc,
+                UploadReport(
+                    files=(PendingFile(f"k{i}", "u", ((1, "e"),), 1, 2),),
+                    rows=1,
+                    bytes=2,
+                    error=f"e{i}" if i in (7, 70) else None,
+                ),
+            )
         accumulators.append(acc)
     merged = combine.merge_accumulators(accumulators)
     assert merged.moved <= 2 * n
@@ -181,8 +190,12 @@ def test_merging_100k_reports_moves_each_file_once_per_level():
 def test_one_client_per_process_per_config(s3_config):
     client, retries = shared_client(s3_config)
     assert shared_client(S3Config(**{f: getattr(s3_config, f) for f in s3_config.__dataclass_fields__}))[0] is client
-    other = S3Config(endpoint_url=s3_config.endpoint_url, region_name=s3_config.region_name,
-                     access_key_id=s3_config.access_key_id, secret_access_key="another-secret",
-                     path_style=True)
+    other = S3Config(
+        endpoint_url=s3_config.endpoint_url,
+        region_name=s3_config.region_name,
+        access_key_id=s3_config.access_key_id,
+        secret_access_key="another-secret",
+        path_style=True,
+    )
     assert shared_client(other)[0] is not client
     assert "another-secret" not in repr(other)

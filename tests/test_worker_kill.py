@@ -87,10 +87,22 @@ def read_ids(client, bucket: str, keys: List[str]) -> List[int]:
 
 def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_config, s3_client, bucket):
     server, pool = restarting_flink
-    args = ["--runner=PortableRunner", f"--job_endpoint={server.address}", "--parallelism=2",
-            "--environment_type=EXTERNAL", f"--environment_config={pool.address}", "--sdk_worker_parallelism=2"]
-    copy = dict(uri=f"s3://{bucket}/orders", format=CsvFormat(), schema=SCHEMA, s3=s3_config,
-                sink_id="killed", max_file_size="40MiB")
+    args = [
+        "--runner=PortableRunner",
+        f"--job_endpoint={server.address}",
+        "--parallelism=2",
+        "--environment_type=EXTERNAL",
+        f"--environment_config={pool.address}",
+        "--sdk_worker_parallelism=2",
+    ]
+    copy = dict(
+        uri=f"s3://{bucket}/orders",
+        format=CsvFormat(),
+        schema=SCHEMA,
+        s3=s3_config,
+        sink_id="killed",
+        max_file_size="40MiB",
+    )
     outcome: Dict[str, Any] = {}
 
     def run() -> None:
@@ -126,8 +138,10 @@ def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_conf
     else:  # the job failed: nothing visible but the sentinel
         assert data_keys(s3_client, bucket, "orders") == [], outcome["error"]
         assert "orders/_killed-INCOMPLETE" in list_objects(s3_client, bucket)
-    print(f"\nworker kill on Flink: {'recovered, exact' if 'result' in outcome else 'failed, nothing visible'}"
-          f" ({outcome.get('error', '')!s:.200})")
+    print(
+        f"\nworker kill on Flink: {'recovered, exact' if 'result' in outcome else 'failed, nothing visible'}"
+        f" ({outcome.get('error', '')!s:.200})"
+    )
 
     rerun = run_copy(args=args, generate=(payload_row, ROWS), **copy)
     assert rerun.ok and rerun.rows == ROWS

@@ -98,9 +98,15 @@ clean-up: {PROG} --abort SINK_ID --output s3://BUCKET/PATH [--force] removes wha
 
 # format option flag -> the format objects' field it sets
 FORMAT_OPTIONS = {
-    "header": "header", "delimiter": "delimiter", "null": "null", "quote": "quote",
-    "escape": "escape", "force_quote": "force_quote", "compression": "compression",
-    "compression_level": "compression_level", "row_group_size": "row_group_size",
+    "header": "header",
+    "delimiter": "delimiter",
+    "null": "null",
+    "quote": "quote",
+    "escape": "escape",
+    "force_quote": "force_quote",
+    "compression": "compression",
+    "compression_level": "compression_level",
+    "row_group_size": "row_group_size",
 }
 
 
@@ -116,43 +122,74 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's own flags; Beam's pass through."""
     parser = _Parser(
-        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        prog=PROG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
         description="Copy a data set (CSV, JSON Lines or Parquet files, local or on S3, or a generated\n"
-                    "one) to S3 as Parquet, PostgreSQL CSV or text, or JSON Lines, with beam_s3_sink's\n"
-                    "CopyToS3: data files appear only when the whole copy has succeeded, with a\n"
-                    "manifest listing them. Prints the schema, a progress line and a summary.")
+        "one) to S3 as Parquet, PostgreSQL CSV or text, or JSON Lines, with beam_s3_sink's\n"
+        "CopyToS3: data files appear only when the whole copy has succeeded, with a\n"
+        "manifest listing them. Prints the schema, a progress line and a summary.",
+    )
     source = parser.add_argument_group("source")
-    source.add_argument("--source", required=True, metavar="GLOB|generate:ROWS",
-                        help="files to read (a local or s3:// glob; .gz/.bz2/.zst are decompressed), or "
-                             "generate:ROWS for a generated data set of web-shop orders")
-    source.add_argument("--source_format", choices=KINDS,
-                        help="the files' format; default: from the extension (.csv, .jsonl/.ndjson/.json, "
-                             ".parquet). CSV files must have a header line")
-    source.add_argument("--schema", metavar="TEXT|FILE.json",
-                        help="the columns to copy, e.g. 'id:int64!,name:string'; default: Parquet's own, "
-                             "or inferred from the first block of the first CSV/JSON file")
+    source.add_argument(
+        "--source",
+        required=True,
+        metavar="GLOB|generate:ROWS",
+        help="files to read (a local or s3:// glob; .gz/.bz2/.zst are decompressed), or "
+        "generate:ROWS for a generated data set of web-shop orders",
+    )
+    source.add_argument(
+        "--source_format",
+        choices=KINDS,
+        help="the files' format; default: from the extension (.csv, .jsonl/.ndjson/.json, "
+        ".parquet). CSV files must have a header line",
+    )
+    source.add_argument(
+        "--schema",
+        metavar="TEXT|FILE.json",
+        help="the columns to copy, e.g. 'id:int64!,name:string'; default: Parquet's own, "
+        "or inferred from the first block of the first CSV/JSON file",
+    )
     out = parser.add_argument_group("destination (CopyToS3 options)")
-    out.add_argument("--output", required=True, metavar="s3://BUCKET/PATH",
-                     help="where to copy to; the path must be empty (but for an earlier run of --sink_id)")
-    out.add_argument("--format", default="parquet", metavar="parquet|csv|text|jsonl",
-                     help="the output format (default parquet)")
-    out.add_argument("--max_file_size", default="256MB", metavar="SIZE",
-                     help="bytes per data file, e.g. 64MiB or 1GB (default 256MB)")
-    out.add_argument("--dry-run", "--dry_run", dest="dry_run", action="store_true",
-                     help="read and check every row against the schema and the format, write nothing to S3, "
-                          "and report the rows that would fail (exit 1 if any)")
-    out.add_argument("--sink_id", help="names every object of the copy; rerunning with the same id is "
-                                       "idempotent (default: a new id)")
+    out.add_argument(
+        "--output",
+        required=True,
+        metavar="s3://BUCKET/PATH",
+        help="where to copy to; the path must be empty (but for an earlier run of --sink_id)",
+    )
+    out.add_argument(
+        "--format", default="parquet", metavar="parquet|csv|text|jsonl", help="the output format (default parquet)"
+    )
+    out.add_argument(
+        "--max_file_size",
+        default="256MB",
+        metavar="SIZE",
+        help="bytes per data file, e.g. 64MiB or 1GB (default 256MB)",
+    )
+    out.add_argument(
+        "--dry-run",
+        "--dry_run",
+        dest="dry_run",
+        action="store_true",
+        help="read and check every row against the schema and the format, write nothing to S3, "
+        "and report the rows that would fail (exit 1 if any)",
+    )
+    out.add_argument(
+        "--sink_id", help="names every object of the copy; rerunning with the same id is idempotent (default: a new id)"
+    )
     parser.add_argument("--verbose", action="store_true", help="show Beam's own log (INFO and up)")
     fmt = parser.add_argument_group("format options")
     fmt.add_argument("--header", action="store_true", default=None, help="csv: write a header line")
     fmt.add_argument("--delimiter", help="csv, text: the field delimiter (csv ',', text tab)")
     fmt.add_argument("--null", help="csv, text: the text of NULL (csv empty, text \\N)")
-    fmt.add_argument("--quote", help="csv: the quote character (default \")")
-    fmt.add_argument("--escape", help="csv: the escape before a quote (default \")")
+    fmt.add_argument("--quote", help='csv: the quote character (default ")')
+    fmt.add_argument("--escape", help='csv: the escape before a quote (default ")')
     fmt.add_argument("--force_quote", metavar="COLS|*", help="csv: quote these columns always (comma list, or *)")
-    fmt.add_argument("--compression", help="parquet: snappy (default), zstd, gzip, brotli, lz4 or none; "
-                                           "csv, text, jsonl: gzip or zstd (default none)")
+    fmt.add_argument(
+        "--compression",
+        help="parquet: snappy (default), zstd, gzip, brotli, lz4 or none; "
+        "csv, text, jsonl: gzip or zstd (default none)",
+    )
     fmt.add_argument("--compression_level", type=int, help="parquet: the codec's level")
     fmt.add_argument("--row_group_size", type=int, metavar="ROWS", help="parquet: rows per row group")
     return parser
@@ -186,7 +223,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
     argv = list(argv)
     passed_on: List[str] = []
     if "--" in argv:
-        argv, passed_on = argv[: argv.index("--")], argv[argv.index("--") + 1:]
+        argv, passed_on = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     args, beam_args = build_parser().parse_known_args(argv)
     _check_beam_flags(beam_args)
     pipeline_args = with_default_runner(beam_args + passed_on)
@@ -195,9 +232,14 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         schema = load_schema(args.schema) if args.schema else None
         source = parse_source(args.source, args.source_format)
         schema = plan_source(source, schema)
-        transform = CopyToS3(args.output, format=_format(args), schema=schema,
-                             max_file_size=args.max_file_size, sink_id=args.sink_id,
-                             validate_only=args.dry_run)
+        transform = CopyToS3(
+            args.output,
+            format=_format(args),
+            schema=schema,
+            max_file_size=args.max_file_size,
+            sink_id=args.sink_id,
+            validate_only=args.dry_run,
+        )
         options = PipelineOptions(pipeline_args)
         local = progress_dir if _workers_are_local(options) else None
         pipeline = beam.Pipeline(options=options)
@@ -214,8 +256,19 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
     except (ValueError, TypeError) as exc:
         raise UsageError(str(exc).replace("CopyToS3: ", "", 1)) from None
     total_rows, total_bytes = source_totals(source)
-    return CopyPlan(source, schema, transform, args.format.lower(), args.output.rstrip("/"), pipeline,
-                    local, total_rows, total_bytes, bool(args.dry_run), result_path)
+    return CopyPlan(
+        source,
+        schema,
+        transform,
+        args.format.lower(),
+        args.output.rstrip("/"),
+        pipeline,
+        local,
+        total_rows,
+        total_bytes,
+        bool(args.dry_run),
+        result_path,
+    )
 
 
 def _keep_result(result: Any, path: str) -> None:
@@ -228,11 +281,15 @@ def _keep_result(result: Any, path: str) -> None:
 def _format(args: argparse.Namespace) -> Any:
     """The format object: the format named by --format, with the options given."""
     fmt = resolve_format(args.format)
-    given: Dict[str, Any] = {field: getattr(args, flag) for flag, field in FORMAT_OPTIONS.items()
-                             if getattr(args, flag) is not None}
+    given: Dict[str, Any] = {
+        field: getattr(args, flag) for flag, field in FORMAT_OPTIONS.items() if getattr(args, flag) is not None
+    }
     if "force_quote" in given:
-        given["force_quote"] = True if given["force_quote"] == "*" else tuple(
-            c.strip() for c in given["force_quote"].split(",") if c.strip())
+        given["force_quote"] = (
+            True
+            if given["force_quote"] == "*"
+            else tuple(c.strip() for c in given["force_quote"].split(",") if c.strip())
+        )
     assert dataclasses.is_dataclass(fmt) and not isinstance(fmt, type)  # every format is one (formats/base.py)
     names = {f.name for f in dataclasses.fields(fmt)}
     foreign = sorted(f"--{flag}" for flag in given if flag not in names)
@@ -265,13 +322,15 @@ def run(plan: CopyPlan, out: Any = None) -> int:
     ``sys.stdout`` of the call); the exit status."""
     out = sys.stdout if out is None else out
     verb = "Checking (dry run, nothing is written)" if plan.dry_run else "Copying"
-    print(f"{verb} {plan.source.describe()} to {plan.output} as {plan.format_name}, "
-          f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:", file=out)
+    print(
+        f"{verb} {plan.source.describe()} to {plan.output} as {plan.format_name}, "
+        f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:",
+        file=out,
+    )
     print(format_schema(plan.schema), file=out, flush=True)
     started = time.monotonic()
     try:
-        with ProgressLine(plan.progress_dir, total_rows=plan.total_rows,
-                          total_bytes=plan.total_bytes) as progress:
+        with ProgressLine(plan.progress_dir, total_rows=plan.total_rows, total_bytes=plan.total_bytes) as progress:
             progress.result = plan.pipeline.run()
             state = progress.result.wait_until_finish()
     except Exception as exc:  # the runner's wrapping of the worker's error: keep its message
@@ -291,8 +350,11 @@ def print_dry_run(plan: CopyPlan, out: Any) -> int:
 
     with open(plan.result_path or "", "rb") as f:
         result = pickle.load(f)
-    print(f"\nDry run (nothing written to {plan.output}): {result.rows:,} rows checked, "
-          f"{result.invalid_rows:,} would fail", file=out)
+    print(
+        f"\nDry run (nothing written to {plan.output}): {result.rows:,} rows checked, "
+        f"{result.invalid_rows:,} would fail",
+        file=out,
+    )
     for line in result.invalid:
         print(f"  {line}", file=out)
     if result.invalid_rows > len(result.invalid):
@@ -311,25 +373,34 @@ def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
     import json
 
     manifest_uri = f"{plan.output}/_{plan.transform.sink_id}-manifest.json"
-    bucket, _, key = manifest_uri[len("s3://"):].partition("/")
+    bucket, _, key = manifest_uri[len("s3://") :].partition("/")
     # The pipeline's own client when it ran in this process (no second botocore model load).
     client, _ = shared_client(S3Config.from_pipeline_options(plan.pipeline.options))
     try:
         manifest = json.loads(read_object(client, bucket, key))
     except (S3RequestError, ValueError) as exc:
-        print(f"{PROG}: the pipeline finished but its manifest {manifest_uri} cannot be read: "
-              f"{one_line_error(exc)}", file=sys.stderr)
+        print(
+            f"{PROG}: the pipeline finished but its manifest {manifest_uri} cannot be read: {one_line_error(exc)}",
+            file=sys.stderr,
+        )
         return 1
     rows, files, size = manifest["rows"], manifest["files"], manifest["bytes"]
     rate = f" ({rows / elapsed:,.0f} rows/s)" if elapsed > 0 else ""
-    table = [("rows", f"{rows:,}"), ("files", f"{files:,}"), ("bytes", f"{size:,} ({_human(size)})"),
-             ("time", f"{elapsed:.1f} s{rate}"), ("manifest", manifest_uri)]
+    table = [
+        ("rows", f"{rows:,}"),
+        ("files", f"{files:,}"),
+        ("bytes", f"{size:,} ({_human(size)})"),
+        ("time", f"{elapsed:.1f} s{rate}"),
+        ("manifest", manifest_uri),
+    ]
     print("\nCopy finished:", file=out)
     for name, value in table:
         print(f"  {name:<9} {value}", file=out)
     for entry in manifest["entries"][:10]:
-        print(f"    {entry['meta']['record_count']:>12,} rows {entry['meta']['content_length']:>14,} B  "
-              f"{entry['url']}", file=out)
+        print(
+            f"    {entry['meta']['record_count']:>12,} rows {entry['meta']['content_length']:>14,} B  {entry['url']}",
+            file=out,
+        )
     if len(manifest["entries"]) > 10:
         print(f"    ... and {len(manifest['entries']) - 10} more (see the manifest)", file=out)
     return 0
@@ -364,8 +435,11 @@ def abort_main(argv: Sequence[str], out: Any = None) -> int:
     out = sys.stdout if out is None else out
     from beam_s3_sink import CommittedCopyError, abort_copy
 
-    parser = _Parser(prog=f"{PROG} --abort", description="Remove what an incomplete copy left: its data "
-                     "files, pending multipart uploads, sentinel and claim; nothing else.")
+    parser = _Parser(
+        prog=f"{PROG} --abort",
+        description="Remove what an incomplete copy left: its data "
+        "files, pending multipart uploads, sentinel and claim; nothing else.",
+    )
     parser.add_argument("--abort", required=True, metavar="SINK_ID", help="the copy to remove")
     parser.add_argument("--output", required=True, metavar="s3://BUCKET/PATH", help="where the copy was going")
     parser.add_argument("--force", action="store_true", help="also remove a copy that finished (its data!)")

@@ -16,29 +16,45 @@ __all__ = ["ORDERS_SCHEMA", "SHARD_ROWS", "orders_shard", "expected_totals"]
 
 SHARD_ROWS = 10_000
 
-ORDERS_SCHEMA = pa.schema([
-    pa.field("order_id", pa.int64(), nullable=False),
-    pa.field("customer_id", pa.int32(), nullable=False),
-    ("customer_name", pa.string()),
-    ("country", pa.string()),
-    ("product", pa.string()),
-    ("quantity", pa.int16()),
-    ("unit_price", pa.float64()),
-    ("amount", pa.float64()),
-    ("paid", pa.bool_()),
-    ("ordered_at", pa.timestamp("us", tz="UTC")),
-    ("ship_date", pa.date32()),
-    ("note", pa.string()),
-    ("receipt", pa.binary()),
-])
+ORDERS_SCHEMA = pa.schema(
+    [
+        pa.field("order_id", pa.int64(), nullable=False),
+        pa.field("customer_id", pa.int32(), nullable=False),
+        ("customer_name", pa.string()),
+        ("country", pa.string()),
+        ("product", pa.string()),
+        ("quantity", pa.int16()),
+        ("unit_price", pa.float64()),
+        ("amount", pa.float64()),
+        ("paid", pa.bool_()),
+        ("ordered_at", pa.timestamp("us", tz="UTC")),
+        ("ship_date", pa.date32()),
+        ("note", pa.string()),
+        ("receipt", pa.binary()),
+    ]
+)
 
 _FIRST = ["Ana", "Bo", "Chen", "Dara", "Émile", "Farah", "Giulia", "Hiro", "Ines", "Jonas", "Kofi", "Lena"]
 _LAST = ["Silva", "Nguyen", "Müller", "O'Brien", "Kowalski", "Okafor", "García", "Jensen", "Sato"]
 _COUNTRIES = ["DE", "FR", "US", "JP", "BR", "NG", "PL", "IE", "DK", "VN"]
-_PRODUCTS = [("Espresso beans, 1 kg", 18.5), ("Pour-over kettle", 42.0), ("Grinder \"Burr Pro\"", 129.0),
-             ("Filter papers (100)", 4.25), ("Travel mug", 15.0), ("Gift card", 25.0)]
-_NOTES = [None, None, None, "leave at the door", "gift, no invoice", "call before delivery\nthanks!",
-          "fragile; handle with care", ""]
+_PRODUCTS = [
+    ("Espresso beans, 1 kg", 18.5),
+    ("Pour-over kettle", 42.0),
+    ('Grinder "Burr Pro"', 129.0),
+    ("Filter papers (100)", 4.25),
+    ("Travel mug", 15.0),
+    ("Gift card", 25.0),
+]
+_NOTES = [
+    None,
+    None,
+    None,
+    "leave at the door",
+    "gift, no invoice",
+    "call before delivery\nthanks!",
+    "fragile; handle with care",
+    "",
+]
 _START = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 
 
@@ -50,8 +66,7 @@ def orders_shard(shard: int, rows: int) -> Iterator[Dict[str, Any]]:
         customer = rng.randrange(50_000)
         product, price = _PRODUCTS[rng.randrange(len(_PRODUCTS))]
         quantity = rng.choice((1, 1, 1, 2, 2, 3, 5, 12))
-        ordered_at = _START + datetime.timedelta(seconds=rng.randrange(300 * 86400),
-                                                 microseconds=rng.randrange(10**6))
+        ordered_at = _START + datetime.timedelta(seconds=rng.randrange(300 * 86400), microseconds=rng.randrange(10**6))
         paid = rng.random() < 0.93
         yield {
             "order_id": order_id,

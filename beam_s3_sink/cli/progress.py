@@ -127,8 +127,10 @@ def rows_in_metrics(result: Any) -> Tuple[int, int]:
         counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
     except Exception:  # a runner without metrics, or one not ready to answer: nothing to show yet
         return 0, 0
+
     def total(name: str) -> int:
         return sum(max(c.attempted or 0, c.committed or 0) for c in counters if c.key.metric.name == name)
+
     return total(ROWS_READ), total(BYTES_READ)
 
 
@@ -152,8 +154,7 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
 
 
-def format_progress(done: float, total: Optional[float], elapsed: float, unit: str, tty: bool,
-                    rows: int) -> str:
+def format_progress(done: float, total: Optional[float], elapsed: float, unit: str, tty: bool, rows: int) -> str:
     """One progress line: the tqdm/rich bar on a terminal, a plain sentence for a log.
 
     >>> format_progress(2_520_000, 6_000_000, 3.0, "rows", True, 2_520_000)
@@ -174,11 +175,14 @@ def format_progress(done: float, total: Optional[float], elapsed: float, unit: s
         partial = " ▏▎▍▌▋▊▉"[int((filled - int(filled)) * 8)]
         bar = ("█" * int(filled) + (partial if int(filled) < width else "")).ljust(width)
         shown = (lambda v: _si(v)) if unit == "rows" else (lambda v: _bytes(v))
-        return (f"{fraction * 100:3.0f}%|{bar}| {shown(done)}/{shown(total)}{' rows' if unit == 'rows' else ''} "
-                f"[{_clock(elapsed)}<{_clock(left) if left is not None else '?'}, "
-                f"{shown(rate)}{' rows' if unit == 'rows' else ''}/s]")
-    what = f"{done:,.0f} of {total:,.0f} rows" if unit == "rows" else (
-        f"{_bytes(done)} of {_bytes(total)}, {rows:,} rows")
+        return (
+            f"{fraction * 100:3.0f}%|{bar}| {shown(done)}/{shown(total)}{' rows' if unit == 'rows' else ''} "
+            f"[{_clock(elapsed)}<{_clock(left) if left is not None else '?'}, "
+            f"{shown(rate)}{' rows' if unit == 'rows' else ''}/s]"
+        )
+    what = (
+        f"{done:,.0f} of {total:,.0f} rows" if unit == "rows" else (f"{_bytes(done)} of {_bytes(total)}, {rows:,} rows")
+    )
     speed = f"{rate:,.0f} rows/s" if unit == "rows" else f"{_bytes(rate)}/s"
     eta = f", about {left:.0f} s left" if left is not None else ""
     return f"progress: {fraction * 100:.0f}% ({what}), {speed}, {elapsed:.0f} s elapsed{eta}"
@@ -208,8 +212,14 @@ class ProgressLine:
     progress: 70% (7 of 10 rows), ... rows/s, 0 s elapsed, about 0 s left
     """
 
-    def __init__(self, progress_dir: Optional[str], out: TextIO = sys.stderr, log_every: float = 5.0,
-                 total_rows: Optional[int] = None, total_bytes: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        progress_dir: Optional[str],
+        out: TextIO = sys.stderr,
+        log_every: float = 5.0,
+        total_rows: Optional[int] = None,
+        total_bytes: Optional[int] = None,
+    ) -> None:
         self.result: Any = None
         self._total_rows = total_rows
         self._total_bytes = total_bytes

@@ -32,8 +32,15 @@ import pyarrow as pa
 
 from beam_s3_sink.errors import CopyToS3Error
 
-__all__ = ["SchemaSyntaxError", "load_schema", "parse_schema", "parse_type", "schema_from_json",
-           "schema_to_text", "format_schema"]
+__all__ = [
+    "SchemaSyntaxError",
+    "load_schema",
+    "parse_schema",
+    "parse_type",
+    "schema_from_json",
+    "schema_to_text",
+    "format_schema",
+]
 
 
 class SchemaSyntaxError(CopyToS3Error, ValueError):
@@ -61,13 +68,14 @@ def schema_from_json(document: Any, where: str = "the JSON schema") -> pa.Schema
     if isinstance(document, dict) and "schema" in document:
         document = document["schema"]
     if not isinstance(document, list) or not document:
-        raise SchemaSyntaxError(f"{where}: expected a list of {{\"name\", \"type\", \"nullable\"}} objects")
+        raise SchemaSyntaxError(f'{where}: expected a list of {{"name", "type", "nullable"}} objects')
     fields = []
     for item in document:
         if not isinstance(item, dict) or "name" not in item or "type" not in item:
             raise SchemaSyntaxError(f"{where}: every column needs a name and a type, got {item!r}")
-        fields.append(pa.field(item["name"], _column_type(item["name"], item["type"]),
-                               nullable=bool(item.get("nullable", True))))
+        fields.append(
+            pa.field(item["name"], _column_type(item["name"], item["type"]), nullable=bool(item.get("nullable", True)))
+        )
     return _checked(fields)
 
 
@@ -125,7 +133,8 @@ def parse_type(text: str) -> pa.DataType:
     except ValueError:
         raise SchemaSyntaxError(
             f"unknown type {text!r}; use a pyarrow type name such as int64, float64, bool, string, "
-            "binary, date32, timestamp[us,UTC], decimal(12,2) or list<string>") from None
+            "binary, date32, timestamp[us,UTC], decimal(12,2) or list<string>"
+        ) from None
 
 
 def format_schema(schema: pa.Schema) -> str:

@@ -48,8 +48,15 @@ from beam_s3_sink.errors import CopyToS3Error
 __all__ = ["SourceError", "Source", "parse_source", "plan_source", "source_totals", "ReadSource"]
 
 KINDS = ("csv", "jsonl", "parquet")
-_EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-               ".parquet": "parquet", ".pq": "parquet"}
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 _COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lzma")
 SAMPLE_BYTES = 1 << 20
 JSON_BATCH_LINES = 2000
@@ -84,7 +91,7 @@ def parse_source(text: str, kind: Optional[str] = None) -> Source:
     'csv'
     """
     if text.startswith("generate:"):
-        count = text[len("generate:"):]
+        count = text[len("generate:") :]
         if not count.isdigit():
             raise SourceError(f"--source {text}: write generate:ROWS with a row count, e.g. generate:100000")
         return Source("generate", rows=int(count))
@@ -94,8 +101,9 @@ def parse_source(text: str, kind: Optional[str] = None) -> Source:
             name = name[: -len(suffix)] if name.endswith(suffix) else name
         kind = next((k for ext, k in _EXTENSIONS.items() if name.endswith(ext)), None)
         if kind is None:
-            raise SourceError(f"--source {text}: cannot tell the format from the name; pass --source_format "
-                              f"{'|'.join(KINDS)}")
+            raise SourceError(
+                f"--source {text}: cannot tell the format from the name; pass --source_format {'|'.join(KINDS)}"
+            )
     return Source(kind, pattern=text)
 
 
@@ -159,8 +167,9 @@ def _plan_json(sample: bytes, schema: Optional[pa.Schema], complete: bool) -> pa
         try:
             table = pajson.read_json(io.BytesIO(b"\n".join(lines)))
         except pa.ArrowInvalid as exc:
-            raise SourceError(f"cannot infer a schema from the first lines ({_first_line(exc)}); "
-                              "pass --schema") from None
+            raise SourceError(
+                f"cannot infer a schema from the first lines ({_first_line(exc)}); pass --schema"
+            ) from None
         return _nullable(table.schema)
     parse_json_lines(lines, schema)
     return schema
@@ -173,18 +182,24 @@ def csv_convert_options(schema: Optional[pa.Schema]) -> pacsv.ConvertOptions:
     if schema is not None:
         types = {f.name: pa.string() if pa.types.is_binary(f.type) else f.type for f in schema}
     return pacsv.ConvertOptions(
-        column_types=types, null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False,
-        true_values=["t", "true", "True", "TRUE", "1"], false_values=["f", "false", "False", "FALSE", "0"])
+        column_types=types,
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+        true_values=["t", "true", "True", "TRUE", "1"],
+        false_values=["f", "false", "False", "FALSE", "0"],
+    )
 
 
 def decode_bytea(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Binary columns of a CSV: PostgreSQL's ``\\x`` hex form decoded, other text as UTF-8 bytes."""
     for field in schema:
         if pa.types.is_binary(field.type) and field.name in table.column_names:
-            values = [None if v is None else bytes.fromhex(v[2:]) if v.startswith("\\x") else v.encode()
-                      for v in table.column(field.name).to_pylist()]
-            table = table.set_column(table.column_names.index(field.name), field.name,
-                                     pa.array(values, pa.binary()))
+            values = [
+                None if v is None else bytes.fromhex(v[2:]) if v.startswith("\\x") else v.encode()
+                for v in table.column(field.name).to_pylist()
+            ]
+            table = table.set_column(table.column_names.index(field.name), field.name, pa.array(values, pa.binary()))
     return table
 
 
@@ -218,11 +233,15 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     missing = [n for n in schema.names if n not in table.column_names]
     extra = [n for n in table.column_names if n not in schema.names]
     if missing or extra:
-        raise SourceError("the data's columns do not match the schema: "
-                          + "; ".join(part for part in (
-                              f"missing {missing}" if missing else "",
-                              f"not in the schema {extra}" if extra else "") if part)
-                          + f" (the data has {table.column_names})")
+        raise SourceError(
+            "the data's columns do not match the schema: "
+            + "; ".join(
+                part
+                for part in (f"missing {missing}" if missing else "", f"not in the schema {extra}" if extra else "")
+                if part
+            )
+            + f" (the data has {table.column_names})"
+        )
     table = table.select(schema.names)
     for field, column in zip(schema, table.columns):
         if not field.nullable and column.null_count:
@@ -231,8 +250,10 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
             try:
                 column.cast(field.type)
             except (pa.ArrowException, ValueError) as exc:
-                raise SourceError(f"column {field.name!r} is {column.type} in the data and cannot be read as "
-                                  f"{field.type}: {_first_line(exc)}") from None
+                raise SourceError(
+                    f"column {field.name!r} is {column.type} in the data and cannot be read as "
+                    f"{field.type}: {_first_line(exc)}"
+                ) from None
     return table.cast(schema)
 
 
@@ -310,9 +331,11 @@ class _ReadBatches(beam.DoFn):
     def _read_csv(self, path: str) -> Iterator[Tuple[pa.Table, int]]:
         try:
             with _open_raw(path) as raw:
-                reader = pacsv.open_csv(_decompressed(raw, path),
-                                        read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
-                                        convert_options=csv_convert_options(self._schema))
+                reader = pacsv.open_csv(
+                    _decompressed(raw, path),
+                    read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
+                    convert_options=csv_convert_options(self._schema),
+                )
                 done = 0
                 for batch in reader:
                     position = _tell(raw, done)
@@ -444,10 +467,15 @@ class ReadSource(beam.PTransform):
             return p | "Shards" >> beam.Create(shards) | "Generate" >> beam.ParDo(_Generate(source.rows, counter))
         from apache_beam.io import fileio
 
-        paths = (p | "Match" >> fileio.MatchFiles(source.pattern)
-                 | "Paths" >> beam.FlatMap(lambda m: [m.path] if m.size_in_bytes > 0 else []))
+        paths = (
+            p
+            | "Match" >> fileio.MatchFiles(source.pattern)
+            | "Paths" >> beam.FlatMap(lambda m: [m.path] if m.size_in_bytes > 0 else [])
+        )
         if source.kind == "parquet":
             paths = paths | "RowGroups" >> beam.ParDo(_RowGroups())
-        return (paths | "Reshuffle" >> beam.Reshuffle()
-                | "ReadBatches" >> beam.ParDo(_ReadBatches(self._schema, counter, source.kind)))
-
+        return (
+            paths
+            | "Reshuffle" >> beam.Reshuffle()
+            | "ReadBatches" >> beam.ParDo(_ReadBatches(self._schema, counter, source.kind))
+        )

@@ -14,8 +14,16 @@ from .jsonl import JsonlFormat
 from .parquet import ParquetFormat
 from .postgres_text import TextFormat
 
-__all__ = ["Format", "FileEncoder", "ParquetFormat", "CsvFormat", "TextFormat", "JsonlFormat",
-           "FORMATS", "resolve_format"]
+__all__ = [
+    "Format",
+    "FileEncoder",
+    "ParquetFormat",
+    "CsvFormat",
+    "TextFormat",
+    "JsonlFormat",
+    "FORMATS",
+    "resolve_format",
+]
 
 FORMATS: Dict[str, Type[Format]] = {
     ParquetFormat.name: ParquetFormat,
@@ -37,4 +45,5 @@ def resolve_format(format: Union[str, Format]) -> Format:
         return FORMATS[format.lower()]()
     raise ValueError(
         f"CopyToS3: unknown format {format!r}; use one of {sorted(FORMATS)} or a format object "
-        "such as ParquetFormat(compression='zstd')")
+        "such as ParquetFormat(compression='zstd')"
+    )

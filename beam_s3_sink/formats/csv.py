@@ -63,16 +63,17 @@ class CsvFormat(Format):
         for option in ("delimiter", "quote", "escape"):
             value = getattr(self, option)
             if not isinstance(value, str) or len(value) != 1 or not value.isascii() or value in "\r\n":
-                raise ValueError(
-                    f"CsvFormat: {option} must be one ASCII character other than CR or LF, got {value!r}")
+                raise ValueError(f"CsvFormat: {option} must be one ASCII character other than CR or LF, got {value!r}")
         if self.delimiter == self.quote:
             raise ValueError("CsvFormat: delimiter and quote must differ")
         if not isinstance(self.null, str) or any(c in self.null for c in (self.delimiter, self.quote, "\r", "\n")):
-            raise ValueError(f"CsvFormat: null {self.null!r} must be a string without the delimiter, "
-                             "the quote, CR or LF")
+            raise ValueError(
+                f"CsvFormat: null {self.null!r} must be a string without the delimiter, the quote, CR or LF"
+            )
         if isinstance(self.force_quote, str):
-            raise ValueError("CsvFormat: force_quote takes a list of column names or True, "
-                             f"got the string {self.force_quote!r}")
+            raise ValueError(
+                f"CsvFormat: force_quote takes a list of column names or True, got the string {self.force_quote!r}"
+            )
         if not isinstance(self.force_quote, bool):
             object.__setattr__(self, "force_quote", tuple(self.force_quote))
         check_compression("CsvFormat", self.compression)
@@ -91,8 +92,9 @@ class CsvFormat(Format):
         if not isinstance(self.force_quote, bool):
             missing = sorted(set(self.force_quote) - set(schema.names))
             if missing:
-                raise ValueError(f"CsvFormat: force_quote names columns not in the schema: {missing}; "
-                                 f"the columns are {schema.names}")
+                raise ValueError(
+                    f"CsvFormat: force_quote names columns not in the schema: {missing}; the columns are {schema.names}"
+                )
 
     def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         header = self.header_line(schema) if self.header else b""
@@ -125,12 +127,14 @@ class CsvFormat(Format):
 
 _DIGITS = "0123456789"
 # The characters PostgreSQL's text of a value of these types is made of (see .postgres_values).
-_ALPHABETS = ((pa.types.is_boolean, "tf"),
-              (pa.types.is_integer, _DIGITS + "-"),
-              (pa.types.is_floating, _DIGITS + "-+.eNaInfity"),
-              (pa.types.is_date, _DIGITS + "- BC"),
-              (pa.types.is_time, _DIGITS + ":."),
-              (pa.types.is_timestamp, _DIGITS + "-:. +BC"))
+_ALPHABETS = (
+    (pa.types.is_boolean, "tf"),
+    (pa.types.is_integer, _DIGITS + "-"),
+    (pa.types.is_floating, _DIGITS + "-+.eNaInfity"),
+    (pa.types.is_date, _DIGITS + "- BC"),
+    (pa.types.is_time, _DIGITS + ":."),
+    (pa.types.is_timestamp, _DIGITS + "-:. +BC"),
+)
 
 
 def never_quoted(fmt: CsvFormat, typ: pa.DataType) -> bool:
@@ -158,8 +162,7 @@ class _CsvLines:
         forced = fmt.force_quote
         self._fmt = fmt
         self._renderers = [column_renderer(f.type, f.name) for f in schema]
-        self._force: List[bool] = [forced is True or (forced is not False and n in forced)
-                                   for n in schema.names]
+        self._force: List[bool] = [forced is True or (forced is not False and n in forced) for n in schema.names]
         self._plain = [not force and never_quoted(fmt, f.type) for f, force in zip(schema, self._force)]
         self._single = len(schema) == 1
 

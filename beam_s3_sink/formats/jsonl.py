@@ -47,6 +47,7 @@ from .line_encoder import LineEncoder, check_compression, compressed_content_typ
 
 __all__ = ["JsonlFormat", "render_lines"]
 
+
 @dataclass(frozen=True)
 class JsonlFormat(Format):
     """JSON Lines files (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``).
@@ -88,10 +89,21 @@ def _check_type(name: str, typ: pa.DataType) -> None:
             return
         raise ValueError(f"JsonlFormat: column {name!r} has extension type {typ}, which JSON Lines cannot write")
     t = pa.types
-    if (t.is_null(typ) or t.is_boolean(typ) or t.is_integer(typ) or t.is_floating(typ)
-            or t.is_decimal(typ) or t.is_string(typ) or t.is_large_string(typ) or t.is_binary(typ)
-            or t.is_large_binary(typ) or t.is_fixed_size_binary(typ) or t.is_date(typ)
-            or t.is_time(typ) or t.is_timestamp(typ)):
+    if (
+        t.is_null(typ)
+        or t.is_boolean(typ)
+        or t.is_integer(typ)
+        or t.is_floating(typ)
+        or t.is_decimal(typ)
+        or t.is_string(typ)
+        or t.is_large_string(typ)
+        or t.is_binary(typ)
+        or t.is_large_binary(typ)
+        or t.is_fixed_size_binary(typ)
+        or t.is_date(typ)
+        or t.is_time(typ)
+        or t.is_timestamp(typ)
+    ):
         return
     if t.is_list(typ) or t.is_large_list(typ) or t.is_fixed_size_list(typ):
         return _check_type(name, typ.value_type)
@@ -102,8 +114,10 @@ def _check_type(name: str, typ: pa.DataType) -> None:
         for index in range(typ.num_fields):
             _check_type(f"{name}.{typ.field(index).name}", typ.field(index).type)
         return
-    raise ValueError(f"JsonlFormat: column {name!r} has type {typ}, which JSON Lines cannot write; "
-                     "cast it to a string or a number first")
+    raise ValueError(
+        f"JsonlFormat: column {name!r} has type {typ}, which JSON Lines cannot write; "
+        "cast it to a string or a number first"
+    )
 
 
 def _value(value: Any, typ: pa.DataType) -> str:
@@ -133,13 +147,27 @@ def _value(value: Any, typ: pa.DataType) -> str:
     if isinstance(value, uuid.UUID):
         return '"' + str(value) + '"'
     if pa.types.is_map(typ):
-        return "{" + ",".join(
-            (json.dumps(k, ensure_ascii=False) if isinstance(k, str) else json.dumps(_value(k, typ.key_type)))
-            + ":" + _value(v, typ.item_type) for k, v in value) + "}"
+        return (
+            "{"
+            + ",".join(
+                (json.dumps(k, ensure_ascii=False) if isinstance(k, str) else json.dumps(_value(k, typ.key_type)))
+                + ":"
+                + _value(v, typ.item_type)
+                for k, v in value
+            )
+            + "}"
+        )
     if pa.types.is_struct(typ):
-        return "{" + ",".join(
-            json.dumps(typ.field(i).name, ensure_ascii=False) + ":" + _value(value.get(typ.field(i).name), typ.field(i).type)
-            for i in range(typ.num_fields)) + "}"
+        return (
+            "{"
+            + ",".join(
+                json.dumps(typ.field(i).name, ensure_ascii=False)
+                + ":"
+                + _value(value.get(typ.field(i).name), typ.field(i).type)
+                for i in range(typ.num_fields)
+            )
+            + "}"
+        )
     if isinstance(value, list):
         return "[" + ",".join(_value(v, typ.value_type) for v in value) + "]"
     raise EncodeError(f"cannot write {type(value).__name__} {value!r} as JSON")
@@ -152,8 +180,10 @@ def render_lines(batch: pa.RecordBatch) -> List[bytes]:
     [b'{"id":1,"x":"NaN"}\\n']
     """
     keys = [json.dumps(name, ensure_ascii=False) + ":" for name in batch.schema.names]
-    columns = [[key + _value(v, column.type) for v in _python_values(column, name)]
-               for key, column, name in zip(keys, batch.columns, batch.schema.names)]
+    columns = [
+        [key + _value(v, column.type) for v in _python_values(column, name)]
+        for key, column, name in zip(keys, batch.columns, batch.schema.names)
+    ]
     return [("{" + ",".join(fields) + "}\n").encode("utf-8") for fields in zip(*columns)]
 
 

@@ -32,8 +32,14 @@ import pyarrow.compute as pc
 from ..stats import ColumnStats, StatsCounter
 from .base import FileEncoder, OutputStream
 
-__all__ = ["COMPRESSIONS", "check_compression", "compressed_extension", "compressed_content_type", "join_lines",
-           "LineEncoder"]
+__all__ = [
+    "COMPRESSIONS",
+    "check_compression",
+    "compressed_extension",
+    "compressed_content_type",
+    "join_lines",
+    "LineEncoder",
+]
 
 COMPRESSIONS = {"gzip": "gz", "zstd": "zst"}
 _COMPRESSED_CONTENT_TYPES = {"gzip": "application/gzip", "zstd": "application/zstd"}
@@ -106,8 +112,14 @@ class _KeepOpen(io.RawIOBase):
 class LineEncoder(FileEncoder):
     """One data file of lines: ``render(batch)`` gives the lines, this writes whole ones."""
 
-    def __init__(self, out: OutputStream, max_file_size: int, render: Callable[[pa.RecordBatch], pa.Array],
-                 compression: Optional[str] = None, header: bytes = b"") -> None:
+    def __init__(
+        self,
+        out: OutputStream,
+        max_file_size: int,
+        render: Callable[[pa.RecordBatch], pa.Array],
+        compression: Optional[str] = None,
+        header: bytes = b"",
+    ) -> None:
         super().__init__(out, max_file_size)
         self._render = render
         self._start = out.tell()
@@ -143,20 +155,21 @@ class LineEncoder(FileEncoder):
             return None
         lines = self._render(batch)
         width = np.int64 if pa.types.is_large_string(lines.type) else np.int32
-        offsets = np.frombuffer(lines.buffers()[1], width, len(lines) + 1,
-                                lines.offset * np.dtype(width).itemsize).astype(np.int64)
+        offsets = np.frombuffer(
+            lines.buffers()[1], width, len(lines) + 1, lines.offset * np.dtype(width).itemsize
+        ).astype(np.int64)
         data = memoryview(lines.buffers()[2])
         start, count = 0, len(lines)
         while start < count:
             room = self._room()
-            ends = offsets[start + 1:] - offsets[start]
+            ends = offsets[start + 1 :] - offsets[start]
             fit = int(np.searchsorted(ends, room, side="right"))
             if fit == 0:
                 if self.rows:
                     self._stopped = True
                     break
                 fit = 1  # a row larger than the limit gets a file of its own
-            self._emit(data[offsets[start]:offsets[start + fit]])
+            self._emit(data[offsets[start] : offsets[start + fit]])
             self.rows += fit
             start += fit
             if self._compressed:

@@ -109,25 +109,31 @@ class ParquetFormat(Format):
         if self.types not in TYPE_PROFILES:
             raise ValueError(f"ParquetFormat: types must be one of {list(TYPE_PROFILES)}, got {self.types!r}")
         if not isinstance(self.compression, str) or self.compression.lower() not in _COMPRESSIONS:
-            raise ValueError(
-                f"ParquetFormat: compression {self.compression!r} is not one of {list(_COMPRESSIONS)}")
+            raise ValueError(f"ParquetFormat: compression {self.compression!r} is not one of {list(_COMPRESSIONS)}")
         if self.compression_level is not None:
             codec = self.compression.lower()
             if codec == "none" or not pa.Codec.supports_compression_level(codec):
                 raise ValueError(f"ParquetFormat: compression {codec!r} takes no compression_level")
             low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
-            if (not isinstance(self.compression_level, int) or isinstance(self.compression_level, bool)
-                    or not low <= self.compression_level <= high):
+            if (
+                not isinstance(self.compression_level, int)
+                or isinstance(self.compression_level, bool)
+                or not low <= self.compression_level <= high
+            ):
                 raise ValueError(
                     f"ParquetFormat: compression_level for {codec} must be an int from {low} to "
-                    f"{high}, got {self.compression_level!r}")
+                    f"{high}, got {self.compression_level!r}"
+                )
         if self.version not in ("1.0", "2.4", "2.6"):
             raise ValueError(f"ParquetFormat: version must be '1.0', '2.4' or '2.6', got {self.version!r}")
         if self.row_group_size is not None and (
-                not isinstance(self.row_group_size, int) or isinstance(self.row_group_size, bool)
-                or self.row_group_size < 1024):
+            not isinstance(self.row_group_size, int)
+            or isinstance(self.row_group_size, bool)
+            or self.row_group_size < 1024
+        ):
             raise ValueError(
-                f"ParquetFormat: row_group_size is in bytes and must be at least 1024, got {self.row_group_size!r}")
+                f"ParquetFormat: row_group_size is in bytes and must be at least 1024, got {self.row_group_size!r}"
+            )
 
     @property
     def extension(self) -> str:
@@ -181,12 +187,14 @@ def _check_type(typ: pa.DataType, column: str) -> None:
     if pa.types.is_duration(typ) or pa.types.is_interval(typ):
         raise ValueError(
             f"ParquetFormat: column {column!r} is {typ}; Parquet has no such type and readers see "
-            "a bare integer. Cast it to pa.int64() (and name the unit in the column) first.")
+            "a bare integer. Cast it to pa.int64() (and name the unit in the column) first."
+        )
     if pa.types.is_decimal(typ) and typ.precision > MAX_DECIMAL_PRECISION:
         raise ValueError(
             f"ParquetFormat: column {column!r} is {typ}; DuckDB, Polars, Spark and Trino read "
             f"decimals of at most {MAX_DECIMAL_PRECISION} digits (DuckDB turns wider ones into "
-            f"doubles). Use precision {MAX_DECIMAL_PRECISION} or less, or pa.string().")
+            f"doubles). Use precision {MAX_DECIMAL_PRECISION} or less, or pa.string()."
+        )
     if pa.types.is_union(typ):
         raise ValueError(f"ParquetFormat: column {column!r} is a union ({typ}), which Parquet cannot hold")
     for i in range(typ.num_fields):
@@ -207,12 +215,10 @@ def parquet_schema(schema: pa.Schema, types: str = "compatible") -> pa.Schema:
     k: extension<arrow.uuid>
     """
     compatible = types == "compatible"
-    return pa.schema([f.with_type(_parquet_type(f.type, compatible)) for f in schema],
-                     metadata=schema.metadata)
+    return pa.schema([f.with_type(_parquet_type(f.type, compatible)) for f in schema], metadata=schema.metadata)
 
 
-_WIDER = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
-          pa.uint64(): pa.decimal128(20, 0)}
+_WIDER = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0)}
 """Unsigned integers in the compatible profile: the signed type Spark reads them as."""
 
 
@@ -233,8 +239,7 @@ def _parquet_type(typ: pa.DataType, compatible: bool) -> pa.DataType:
             return pa.string()
         if pa.types.is_large_binary(typ) or pa.types.is_binary_view(typ):
             return pa.binary()
-        if (pa.types.is_large_list(typ) or pa.types.is_list_view(typ)
-                or pa.types.is_large_list_view(typ)):
+        if pa.types.is_large_list(typ) or pa.types.is_list_view(typ) or pa.types.is_large_list_view(typ):
             return pa.list_(inner(typ.value_field))
     if pa.types.is_date64(typ):
         return pa.date32()
@@ -267,14 +272,16 @@ def to_file_table(table: pa.Table, file_schema: pa.Schema) -> pa.Table:
             columns.append(column)
             continue
         try:
-            columns.append(pa.chunked_array([_to_file_array(chunk, field.type) for chunk in column.chunks],
-                                            type=field.type))
+            columns.append(
+                pa.chunked_array([_to_file_array(chunk, field.type) for chunk in column.chunks], type=field.type)
+            )
         except (pa.ArrowInvalid, ValueError, OverflowError) as exc:
             raise EncodeError(
                 f"ParquetFormat: column {field.name!r} ({column.type}) is written as {field.type} "
                 f"with types='compatible', which cannot hold a value: {exc}. Cast the column to "
                 f"{field.type} first, or use ParquetFormat(types='exact') for readers that know "
-                f"{column.type}") from None
+                f"{column.type}"
+            ) from None
     return pa.Table.from_arrays(columns, schema=file_schema)
 
 
@@ -297,7 +304,7 @@ def _uuid_text(array: pa.Array) -> pa.Array:
     storage = array.storage if isinstance(array, pa.ExtensionArray) else array
     count = len(storage)
     data = np.frombuffer(storage.buffers()[1], dtype=np.uint8)
-    raw = data[storage.offset * 16:(storage.offset + count) * 16].reshape(count, 16)
+    raw = data[storage.offset * 16 : (storage.offset + count) * 16].reshape(count, 16)
     digits = np.empty((count, 32), dtype=np.uint8)
     digits[:, 0::2] = _HEX[raw >> 4]
     digits[:, 1::2] = _HEX[raw & 15]
@@ -320,11 +327,13 @@ def _uuid_as_string(typ: pa.DataType) -> pa.DataType:
     if isinstance(typ, pa.UuidType):
         return pa.string()
     if pa.types.is_map(typ):
-        return pa.map_(typ.key_field.with_type(_uuid_as_string(typ.key_type)),
-                       typ.item_field.with_type(_uuid_as_string(typ.item_type)), typ.keys_sorted)
+        return pa.map_(
+            typ.key_field.with_type(_uuid_as_string(typ.key_type)),
+            typ.item_field.with_type(_uuid_as_string(typ.item_type)),
+            typ.keys_sorted,
+        )
     if pa.types.is_struct(typ):
-        return pa.struct([typ.field(i).with_type(_uuid_as_string(typ.field(i).type))
-                          for i in range(typ.num_fields)])
+        return pa.struct([typ.field(i).with_type(_uuid_as_string(typ.field(i).type)) for i in range(typ.num_fields)])
     if pa.types.is_fixed_size_list(typ):
         return pa.list_(typ.value_field.with_type(_uuid_as_string(typ.value_type)), typ.list_size)
     if typ.num_fields == 1:
@@ -341,8 +350,10 @@ def _uuid_as_text(value: Any, typ: pa.DataType) -> Any:
     if pa.types.is_map(typ):
         return [(_uuid_as_text(k, typ.key_type), _uuid_as_text(v, typ.item_type)) for k, v in value]
     if pa.types.is_struct(typ):
-        return {typ.field(i).name: _uuid_as_text(value.get(typ.field(i).name), typ.field(i).type)
-                for i in range(typ.num_fields)}
+        return {
+            typ.field(i).name: _uuid_as_text(value.get(typ.field(i).name), typ.field(i).type)
+            for i in range(typ.num_fields)
+        }
     if typ.num_fields == 1:  # lists of every kind
         return [_uuid_as_text(v, typ.field(0).type) for v in value]
     return value
@@ -368,8 +379,10 @@ def _same_storage(schema: pa.Schema, file_schema: pa.Schema) -> bool:
             continue
         if field.nullable != target.nullable or field.metadata != target.metadata:
             return False
-        if not any(any(f(field.type) for f in kind) and any(f(target.type) for f in kind)
-                   for kind in (_SAME_STRING, _SAME_BINARY)):
+        if not any(
+            any(f(field.type) for f in kind) and any(f(target.type) for f in kind)
+            for kind in (_SAME_STRING, _SAME_BINARY)
+        ):
             return False
     return True
 
@@ -458,9 +471,11 @@ class ParquetEncoder(FileEncoder):
 
     @property
     def full(self) -> bool:
-        return (self._groups > 0 and not self._pending
-                and self.out.tell() + self._last_group_encoded + self._footer_estimate()
-                > self.max_file_size)
+        return (
+            self._groups > 0
+            and not self._pending
+            and self.out.tell() + self._last_group_encoded + self._footer_estimate() > self.max_file_size
+        )
 
     def close(self) -> None:
         self._flush()

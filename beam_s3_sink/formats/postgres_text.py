@@ -59,7 +59,8 @@ class TextFormat(Format):
         if not isinstance(d, str) or len(d) != 1 or not d.isascii() or d in "\r\n" or d.lower() in _BAD_DELIMITERS:
             raise ValueError(
                 f"TextFormat: delimiter must be one ASCII character other than CR, LF, backslash, "
-                f"'.', a letter or a digit, got {d!r}")
+                f"'.', a letter or a digit, got {d!r}"
+            )
         if not isinstance(self.null, str) or any(c in self.null for c in (d, "\r", "\n")):
             raise ValueError(f"TextFormat: null {self.null!r} must be a string without the delimiter, CR or LF")
         check_compression("TextFormat", self.compression)
@@ -113,6 +114,7 @@ class _TextLines:
                 raise EncodeError(
                     f"column {self._names[i]!r}: a value is the text {fmt.null!r}, the NULL string of "
                     f"this text format, which COPY ... FROM would load as NULL; use a NULL string that "
-                    f"the data cannot hold, such as the default '\\N'")
+                    f"the data cannot hold, such as the default '\\N'"
+                )
             fields.append(pc.fill_null(escaped, fmt.null))
         return join_lines(fields, fmt.delimiter)

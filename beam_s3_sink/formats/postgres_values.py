@@ -111,12 +111,18 @@ def column_renderer(typ: pa.DataType, name: str) -> Renderer:
     if pt.is_timestamp(typ):
         utc = typ.tz is not None
         return lambda a: _render_timestamps(a, utc)
-    if pt.is_list(typ) or pt.is_large_list(typ) or pt.is_fixed_size_list(typ) or pt.is_list_view(typ) \
-            or pt.is_large_list_view(typ):
+    if (
+        pt.is_list(typ)
+        or pt.is_large_list(typ)
+        or pt.is_fixed_size_list(typ)
+        or pt.is_list_view(typ)
+        or pt.is_large_list_view(typ)
+    ):
         return _list_renderer(typ, name)
     raise ValueError(
         f"column {name!r}: type {typ} has no PostgreSQL COPY text form; "
-        "use format='parquet', or cast or flatten the column (for example to JSON text) first")
+        "use format='parquet', or cast or flatten the column (for example to JSON text) first"
+    )
 
 
 # numbers -------------------------------------------------------------------------------
@@ -167,7 +173,7 @@ def format_float(value: float, single: bool = False) -> str:
     point = len(digits) + exponent - 1  # the decimal exponent of the first digit
     if -4 <= point < (6 if single else 15):
         if point >= 0:
-            whole, fraction = text[: point + 1].ljust(point + 1, "0"), text[point + 1:]
+            whole, fraction = text[: point + 1].ljust(point + 1, "0"), text[point + 1 :]
             body = whole + ("." + fraction if fraction else "")
         else:
             body = "0." + "0" * (-point - 1) + text
@@ -211,7 +217,8 @@ def _check_no_nul(array: pa.Array, name: str) -> pa.Array:
     if pc.any(pc.match_substring(array, "\x00")).as_py():
         raise EncodeError(
             f"column {name!r}: a value holds the character NUL (\\x00), which PostgreSQL text "
-            "cannot store; remove it or make the column binary")
+            "cannot store; remove it or make the column binary"
+        )
     return array
 
 
@@ -235,7 +242,8 @@ def _extension_renderer(typ: pa.BaseExtensionType, name: str) -> Renderer:
         return lambda a: _render_uuid(a.storage)
     raise ValueError(
         f"column {name!r}: extension type {typ.extension_name} has no PostgreSQL COPY text form; "
-        "cast the column to its storage type first")
+        "cast the column to its storage type first"
+    )
 
 
 # dates and times -----------------------------------------------------------------------
@@ -267,8 +275,11 @@ def _clock_text(seconds: int, fraction: int, width: int) -> str:
 
 
 def _ints(array: pa.Array) -> np.ndarray:
-    return pc.fill_null(array.view(pa.int64()) if array.type.bit_width == 64 else
-                        array.view(pa.int32()), 0).to_numpy().astype(np.int64)
+    return (
+        pc.fill_null(array.view(pa.int64()) if array.type.bit_width == 64 else array.view(pa.int32()), 0)
+        .to_numpy()
+        .astype(np.int64)
+    )
 
 
 # Arrow's cast writes ISO dates and times for years 1 to 9999, as PostgreSQL does; other
@@ -317,9 +328,12 @@ def _render_timestamps(array: pa.Array, utc: bool) -> pa.Array:
         if ok and not _TIMESTAMP_YEARS[0] <= year <= _TIMESTAMP_YEARS[1]:
             raise EncodeError(
                 f"timestamp {value} ({unit} since 1970) is in year {year}, outside PostgreSQL's "
-                "timestamp range (4713 BC to 294276 AD)")
-    texts = [f"{_date_text(y, m, d)} {_clock_text(s, f, width)}{zone}" + (" BC" if y <= 0 else "")
-             for y, m, d, s, f in zip(years, months, dd, seconds.tolist(), fractions.tolist())]
+                "timestamp range (4713 BC to 294276 AD)"
+            )
+    texts = [
+        f"{_date_text(y, m, d)} {_clock_text(s, f, width)}{zone}" + (" BC" if y <= 0 else "")
+        for y, m, d, s, f in zip(years, months, dd, seconds.tolist(), fractions.tolist())
+    ]
     return _with_nulls(texts, array)
 
 
@@ -328,8 +342,13 @@ def _list_renderer(typ: pa.DataType, name: str) -> Renderer:
     element = typ.value_type
     while isinstance(element, pa.BaseExtensionType) or pt.is_dictionary(element):
         element = element.storage_type if isinstance(element, pa.BaseExtensionType) else element.value_type
-    nested = (pt.is_list(element) or pt.is_large_list(element) or pt.is_fixed_size_list(element)
-              or pt.is_list_view(element) or pt.is_large_list_view(element))
+    nested = (
+        pt.is_list(element)
+        or pt.is_large_list(element)
+        or pt.is_fixed_size_list(element)
+        or pt.is_list_view(element)
+        or pt.is_large_list_view(element)
+    )
     inner = column_renderer(typ.value_type, name)
 
     def render(array: pa.Array) -> pa.Array:
@@ -365,13 +384,17 @@ def _check_rectangular(array: pa.Array, name: str) -> None:
         shapes = set()
         for item in value:
             if item is None and depth > 1:
-                raise EncodeError(f"column {name!r}: a nested list holds a NULL list, which a "
-                                 "PostgreSQL multi-dimensional array cannot hold")
+                raise EncodeError(
+                    f"column {name!r}: a nested list holds a NULL list, which a "
+                    "PostgreSQL multi-dimensional array cannot hold"
+                )
             shapes.add(shape(item, depth - 1))
         if len(shapes) > 1:
-            raise EncodeError(f"column {name!r}: nested lists of different lengths (such as "
-                             f"{_short(value)}) are not a PostgreSQL multi-dimensional array; "
-                             "PostgreSQL arrays are rectangular")
+            raise EncodeError(
+                f"column {name!r}: nested lists of different lengths (such as "
+                f"{_short(value)}) are not a PostgreSQL multi-dimensional array; "
+                "PostgreSQL arrays are rectangular"
+            )
         return (len(value),) + (shapes.pop() if shapes else ())
 
     depth, typ = 0, array.type

@@ -27,15 +27,30 @@ from botocore.exceptions import ClientError
 
 __all__ = ["FakeS3", "FakeObject", "FakeUpload", "client_error", "FAKE_CONFIG", "serve"]
 
-_STATUS = {"NoSuchBucket": 404, "NoSuchKey": 404, "NoSuchUpload": 404, "AccessDenied": 403,
-           "PreconditionFailed": 412, "ConditionalRequestConflict": 409, "NotImplemented": 501,
-           "InvalidPart": 400, "SlowDown": 503, "InternalError": 500, "EntityTooSmall": 400}
+_STATUS = {
+    "NoSuchBucket": 404,
+    "NoSuchKey": 404,
+    "NoSuchUpload": 404,
+    "AccessDenied": 403,
+    "PreconditionFailed": 412,
+    "ConditionalRequestConflict": 409,
+    "NotImplemented": 501,
+    "InvalidPart": 400,
+    "SlowDown": 503,
+    "InternalError": 500,
+    "EntityTooSmall": 400,
+}
 
 
 def client_error(code: str, operation: str, message: str = "") -> ClientError:
     """A ``ClientError`` as botocore raises it for S3's error ``code``."""
-    return ClientError({"Error": {"Code": code, "Message": message or code},
-                        "ResponseMetadata": {"HTTPStatusCode": _STATUS.get(code, 400)}}, operation)
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": message or code},
+            "ResponseMetadata": {"HTTPStatusCode": _STATUS.get(code, 400)},
+        },
+        operation,
+    )
 
 
 @dataclass
@@ -82,8 +97,14 @@ class FakeS3:
     True
     """
 
-    def __init__(self, buckets: Tuple[str, ...] = ("bucket",), *, enforce_if_none_match: bool = True,
-                 page_size: int = 2, part_checksums: bool = True) -> None:
+    def __init__(
+        self,
+        buckets: Tuple[str, ...] = ("bucket",),
+        *,
+        enforce_if_none_match: bool = True,
+        page_size: int = 2,
+        part_checksums: bool = True,
+    ) -> None:
         self.buckets = set(buckets)
         self.objects: Dict[Tuple[str, str], FakeObject] = {}
         self.uploads: Dict[str, FakeUpload] = {}
@@ -98,8 +119,9 @@ class FakeS3:
         self._clock = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
     # test helpers -----------------------------------------------------------------------
-    def refuse(self, operation: str, code: str, times: int = 10**9,
-               when: Optional[Callable[[Dict[str, Any]], bool]] = None) -> None:
+    def refuse(
+        self, operation: str, code: str, times: int = 10**9, when: Optional[Callable[[Dict[str, Any]], bool]] = None
+    ) -> None:
         """Make the next ``times`` calls of ``operation`` (e.g. ``"UploadPart"``) for which
         ``when(kwargs)`` holds fail with S3's error ``code``."""
         self._refusals.setdefault(operation, []).append((code, times, when))
@@ -130,8 +152,9 @@ class FakeS3:
         return self._clock
 
     # objects ------------------------------------------------------------------------------
-    def put_object(self, *, Bucket: str, Key: str, Body: Any = b"", IfNoneMatch: Optional[str] = None,
-                   **args: Any) -> Dict[str, Any]:
+    def put_object(
+        self, *, Bucket: str, Key: str, Body: Any = b"", IfNoneMatch: Optional[str] = None, **args: Any
+    ) -> Dict[str, Any]:
         self._enter("PutObject", dict(Bucket=Bucket, Key=Key, IfNoneMatch=IfNoneMatch, **args))
         if IfNoneMatch == "*" and self.enforce_if_none_match and (Bucket, Key) in self.objects:
             raise client_error("PreconditionFailed", "PutObject", "At least one of the pre-conditions failed")
@@ -162,8 +185,11 @@ class FakeS3:
 
     def delete_objects(self, *, Bucket: str, Delete: Dict[str, Any]) -> Dict[str, Any]:
         self._enter("DeleteObjects", dict(Bucket=Bucket, Delete=Delete))
-        errors = [{"Key": item["Key"], "Code": "AccessDenied", "Message": "Access Denied"}
-                  for item in Delete["Objects"] if item["Key"] in self.undeletable]
+        errors = [
+            {"Key": item["Key"], "Code": "AccessDenied", "Message": "Access Denied"}
+            for item in Delete["Objects"]
+            if item["Key"] in self.undeletable
+        ]
         for item in Delete["Objects"]:
             if item["Key"] not in self.undeletable:
                 self.objects.pop((Bucket, item["Key"]), None)
@@ -172,17 +198,24 @@ class FakeS3:
             answer["Deleted"] = [i for i in Delete["Objects"] if i["Key"] not in self.undeletable]
         return answer
 
-    def list_objects_v2(self, *, Bucket: str, Prefix: str = "", ContinuationToken: Optional[str] = None,
-                        **_: Any) -> Dict[str, Any]:
+    def list_objects_v2(
+        self, *, Bucket: str, Prefix: str = "", ContinuationToken: Optional[str] = None, **_: Any
+    ) -> Dict[str, Any]:
         self._enter("ListObjectsV2", dict(Bucket=Bucket, Prefix=Prefix, ContinuationToken=ContinuationToken))
         keys = [k for k in self.keys(Bucket) if k.startswith(Prefix)]
         start = int(ContinuationToken or 0)
-        page = keys[start:start + self.page_size]
+        page = keys[start : start + self.page_size]
         answer: Dict[str, Any] = {"KeyCount": len(page), "IsTruncated": start + self.page_size < len(keys)}
         if page:
-            answer["Contents"] = [{"Key": k, "Size": len(self.objects[(Bucket, k)].body),
-                                   "ETag": _etag(self.objects[(Bucket, k)].body),
-                                   "LastModified": self.objects[(Bucket, k)].last_modified} for k in page]
+            answer["Contents"] = [
+                {
+                    "Key": k,
+                    "Size": len(self.objects[(Bucket, k)].body),
+                    "ETag": _etag(self.objects[(Bucket, k)].body),
+                    "LastModified": self.objects[(Bucket, k)].last_modified,
+                }
+                for k in page
+            ]
         if answer["IsTruncated"]:
             answer["NextContinuationToken"] = str(start + self.page_size)
         return answer
@@ -200,10 +233,27 @@ class FakeS3:
             raise client_error("NoSuchUpload", operation, "The specified upload does not exist")
         return upload
 
-    def upload_part(self, *, Bucket: str, Key: str, UploadId: str, PartNumber: int, Body: bytes,
-                    ChecksumAlgorithm: Optional[str] = None) -> Dict[str, Any]:
-        self._enter("UploadPart", dict(Bucket=Bucket, Key=Key, UploadId=UploadId, PartNumber=PartNumber,
-                                       Body=Body, ChecksumAlgorithm=ChecksumAlgorithm))
+    def upload_part(
+        self,
+        *,
+        Bucket: str,
+        Key: str,
+        UploadId: str,
+        PartNumber: int,
+        Body: bytes,
+        ChecksumAlgorithm: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        self._enter(
+            "UploadPart",
+            dict(
+                Bucket=Bucket,
+                Key=Key,
+                UploadId=UploadId,
+                PartNumber=PartNumber,
+                Body=Body,
+                ChecksumAlgorithm=ChecksumAlgorithm,
+            ),
+        )
         upload = self._upload("UploadPart", Bucket, Key, UploadId)
         etag = _etag(Body)
         upload.parts[PartNumber] = (etag, bytes(Body))
@@ -212,10 +262,12 @@ class FakeS3:
             answer[f"Checksum{ChecksumAlgorithm}"] = "sum-" + hashlib.sha256(Body).hexdigest()[:8]
         return answer
 
-    def complete_multipart_upload(self, *, Bucket: str, Key: str, UploadId: str,
-                                  MultipartUpload: Dict[str, Any]) -> Dict[str, Any]:
-        self._enter("CompleteMultipartUpload", dict(Bucket=Bucket, Key=Key, UploadId=UploadId,
-                                                    MultipartUpload=MultipartUpload))
+    def complete_multipart_upload(
+        self, *, Bucket: str, Key: str, UploadId: str, MultipartUpload: Dict[str, Any]
+    ) -> Dict[str, Any]:
+        self._enter(
+            "CompleteMultipartUpload", dict(Bucket=Bucket, Key=Key, UploadId=UploadId, MultipartUpload=MultipartUpload)
+        )
         upload = self._upload("CompleteMultipartUpload", Bucket, Key, UploadId)
         body = b""
         for part in MultipartUpload["Parts"]:
@@ -233,18 +285,23 @@ class FakeS3:
         del self.uploads[UploadId]
         return {}
 
-    def list_multipart_uploads(self, *, Bucket: str, Prefix: str = "", KeyMarker: Optional[str] = None,
-                               UploadIdMarker: Optional[str] = None) -> Dict[str, Any]:
-        self._enter("ListMultipartUploads", dict(Bucket=Bucket, Prefix=Prefix, KeyMarker=KeyMarker,
-                                                 UploadIdMarker=UploadIdMarker))
-        pending = sorted((u.key, upload_id) for upload_id, u in self.uploads.items()
-                         if u.bucket == Bucket and u.key.startswith(Prefix))
+    def list_multipart_uploads(
+        self, *, Bucket: str, Prefix: str = "", KeyMarker: Optional[str] = None, UploadIdMarker: Optional[str] = None
+    ) -> Dict[str, Any]:
+        self._enter(
+            "ListMultipartUploads",
+            dict(Bucket=Bucket, Prefix=Prefix, KeyMarker=KeyMarker, UploadIdMarker=UploadIdMarker),
+        )
+        pending = sorted(
+            (u.key, upload_id)
+            for upload_id, u in self.uploads.items()
+            if u.bucket == Bucket and u.key.startswith(Prefix)
+        )
         if KeyMarker is not None:
             pending = [p for p in pending if p > (KeyMarker, UploadIdMarker or "")]
-        page = pending[:self.page_size]
+        page = pending[: self.page_size]
         truncated = len(pending) > self.page_size
-        answer: Dict[str, Any] = {"Uploads": [{"Key": k, "UploadId": u} for k, u in page],
-                                  "IsTruncated": truncated}
+        answer: Dict[str, Any] = {"Uploads": [{"Key": k, "UploadId": u} for k, u in page], "IsTruncated": truncated}
         if truncated:
             answer["NextKeyMarker"], answer["NextUploadIdMarker"] = page[-1]
         return answer

@@ -22,9 +22,18 @@ def test_fixed_values():
 
 def test_equal_values_hash_alike_across_layouts():
     plain = pa.record_batch({"s": ["x", "yy", None]})
-    assert row_hashes(plain).tolist() == row_hashes(pa.record_batch({"s": pa.array(["x", "yy", None], pa.large_string())})).tolist()
-    assert row_hashes(plain).tolist() == row_hashes(pa.record_batch({"s": pa.array(["x", "yy", None]).dictionary_encode()})).tolist()
-    assert row_hashes(plain).tolist() == row_hashes(pa.record_batch({"s": pa.array(["x", "yy", None], pa.string_view())})).tolist()
+    assert (
+        row_hashes(plain).tolist()
+        == row_hashes(pa.record_batch({"s": pa.array(["x", "yy", None], pa.large_string())})).tolist()
+    )
+    assert (
+        row_hashes(plain).tolist()
+        == row_hashes(pa.record_batch({"s": pa.array(["x", "yy", None]).dictionary_encode()})).tolist()
+    )
+    assert (
+        row_hashes(plain).tolist()
+        == row_hashes(pa.record_batch({"s": pa.array(["x", "yy", None], pa.string_view())})).tolist()
+    )
     sliced = pa.record_batch({"s": ["pad", "x", "yy", None]}).slice(1)
     assert row_hashes(sliced).tolist() == row_hashes(plain).tolist()
 
@@ -47,16 +56,19 @@ def test_null_differs_from_zero_and_empty():
     assert ints[0] != ints[1] and strings[0] != strings[1]
 
 
-@pytest.mark.parametrize("array", [
-    pa.array([True, False, None]),
-    pa.array([datetime.date(2024, 1, 1), None, datetime.date(1970, 1, 1)]),
-    pa.array([decimal.Decimal("1.5"), decimal.Decimal("-1.5"), None], pa.decimal128(10, 2)),
-    pa.array([b"\x00", b"", None]),
-    pa.array([[1, 2], [], None]),
-    pa.array([{"a": 1}, {"a": 2}, None]),
-    pa.array([b"0123456789abcdef", b"fedcba9876543210", None], pa.uuid()),
-    pa.nulls(3),
-])
+@pytest.mark.parametrize(
+    "array",
+    [
+        pa.array([True, False, None]),
+        pa.array([datetime.date(2024, 1, 1), None, datetime.date(1970, 1, 1)]),
+        pa.array([decimal.Decimal("1.5"), decimal.Decimal("-1.5"), None], pa.decimal128(10, 2)),
+        pa.array([b"\x00", b"", None]),
+        pa.array([[1, 2], [], None]),
+        pa.array([{"a": 1}, {"a": 2}, None]),
+        pa.array([b"0123456789abcdef", b"fedcba9876543210", None], pa.uuid()),
+        pa.nulls(3),
+    ],
+)
 def test_every_type_hashes_distinct_values_apart(array):
     hashes = row_hashes(pa.RecordBatch.from_arrays([array], names=["c"])).tolist()
     if pa.types.is_null(array.type):

@@ -30,12 +30,20 @@ def test_conform_batches_drops_empty_batches():
     assert conform_batches(pa.record_batch({"id": pa.array([], pa.int64())}), SCHEMA) == []
 
 
-@pytest.mark.parametrize("data, says", [
-    (pa.table({"id": [1], "extra": [1]}), r"has column\(s\) \['extra'\] that are not in the copy's schema"),
-    (pa.table({"id": ["x"]}), "column 'id' is int64 in the copy's schema, but .* holds string, which does not convert"),
-    (pa.table({"id": pa.array([2**40], pa.uint64())}).cast(pa.schema([("id", pa.uint64())])),
-     "holds uint64, which does not convert"),
-])
+@pytest.mark.parametrize(
+    "data, says",
+    [
+        (pa.table({"id": [1], "extra": [1]}), r"has column\(s\) \['extra'\] that are not in the copy's schema"),
+        (
+            pa.table({"id": ["x"]}),
+            "column 'id' is int64 in the copy's schema, but .* holds string, which does not convert",
+        ),
+        (
+            pa.table({"id": pa.array([2**40], pa.uint64())}).cast(pa.schema([("id", pa.uint64())])),
+            "holds uint64, which does not convert",
+        ),
+    ],
+)
 def test_refusals_name_the_column_and_the_source(data, says):
     with pytest.raises(BatchError, match=says):
         conform(data, SCHEMA)
@@ -62,29 +70,50 @@ def test_a_value_that_overflows_the_cast_is_named():
         conform(table, schema)
 
 
-@pytest.mark.parametrize("source, target, ok", [
-    (pa.int32(), pa.int64(), True), (pa.int64(), pa.int32(), False), (pa.uint8(), pa.int16(), True),
-    (pa.uint16(), pa.int16(), False), (pa.int8(), pa.uint64(), False), (pa.float32(), pa.float64(), True),
-    (pa.int16(), pa.float32(), True), (pa.int64(), pa.float64(), False), (pa.large_string(), pa.string(), True),
-    (pa.binary(), pa.large_binary(), True), (pa.string(), pa.binary(), False),
-    (pa.timestamp("ms", "UTC"), pa.timestamp("us", "UTC"), True), (pa.timestamp("ms"), pa.timestamp("us", "UTC"), False),
-    (pa.timestamp("us"), pa.timestamp("ms"), False), (pa.time32("s"), pa.time64("us"), True),
-    (pa.date64(), pa.date32(), True), (pa.decimal128(5, 2), pa.decimal128(7, 3), True),
-    (pa.decimal128(5, 2), pa.decimal128(5, 3), False), (pa.binary(16), pa.uuid(), True), (pa.binary(8), pa.uuid(), False),
-    (pa.null(), pa.int8(), True), (pa.dictionary(pa.int8(), pa.string()), pa.string(), True),
-    (pa.list_(pa.int8()), pa.large_list(pa.int64()), True), (pa.list_(pa.int64()), pa.list_(pa.int8()), False),
-    (pa.struct([("a", pa.int8())]), pa.struct([("a", pa.int64())]), True),
-    (pa.struct([("a", pa.int8()), ("b", pa.int8())]), pa.struct([("b", pa.int8()), ("a", pa.int8())]), False),
-    (pa.struct([("a", pa.int8())]), pa.struct([("c", pa.int8())]), False),
-    (pa.string(), pa.int64(), False),
-])
+@pytest.mark.parametrize(
+    "source, target, ok",
+    [
+        (pa.int32(), pa.int64(), True),
+        (pa.int64(), pa.int32(), False),
+        (pa.uint8(), pa.int16(), True),
+        (pa.uint16(), pa.int16(), False),
+        (pa.int8(), pa.uint64(), False),
+        (pa.float32(), pa.float64(), True),
+        (pa.int16(), pa.float32(), True),
+        (pa.int64(), pa.float64(), False),
+        (pa.large_string(), pa.string(), True),
+        (pa.binary(), pa.large_binary(), True),
+        (pa.string(), pa.binary(), False),
+        (pa.timestamp("ms", "UTC"), pa.timestamp("us", "UTC"), True),
+        (pa.timestamp("ms"), pa.timestamp("us", "UTC"), False),
+        (pa.timestamp("us"), pa.timestamp("ms"), False),
+        (pa.time32("s"), pa.time64("us"), True),
+        (pa.date64(), pa.date32(), True),
+        (pa.decimal128(5, 2), pa.decimal128(7, 3), True),
+        (pa.decimal128(5, 2), pa.decimal128(5, 3), False),
+        (pa.binary(16), pa.uuid(), True),
+        (pa.binary(8), pa.uuid(), False),
+        (pa.null(), pa.int8(), True),
+        (pa.dictionary(pa.int8(), pa.string()), pa.string(), True),
+        (pa.list_(pa.int8()), pa.large_list(pa.int64()), True),
+        (pa.list_(pa.int64()), pa.list_(pa.int8()), False),
+        (pa.struct([("a", pa.int8())]), pa.struct([("a", pa.int64())]), True),
+        (pa.struct([("a", pa.int8()), ("b", pa.int8())]), pa.struct([("b", pa.int8()), ("a", pa.int8())]), False),
+        (pa.struct([("a", pa.int8())]), pa.struct([("c", pa.int8())]), False),
+        (pa.string(), pa.int64(), False),
+    ],
+)
 def test_widens(source, target, ok):
     assert widens(source, target) is ok
 
 
 def test_every_widening_the_rule_allows_is_a_cast_pyarrow_takes():
-    pairs = [(pa.array([1, None], pa.int32()), pa.int64()), (pa.array([1], pa.uint32()), pa.int64()),
-             (pa.array(["a"], pa.string_view()), pa.string()), (pa.array([b"x" * 16], pa.binary(16)), pa.uuid())]
+    pairs = [
+        (pa.array([1, None], pa.int32()), pa.int64()),
+        (pa.array([1], pa.uint32()), pa.int64()),
+        (pa.array(["a"], pa.string_view()), pa.string()),
+        (pa.array([b"x" * 16], pa.binary(16)), pa.uuid()),
+    ]
     for array, target in pairs:
         assert widens(array.type, target)
         assert conform(pa.table({"c": array}), pa.schema([("c", target)])).schema.field("c").type == target
@@ -93,5 +122,6 @@ def test_every_widening_the_rule_allows_is_a_cast_pyarrow_takes():
 def test_is_arrow_and_describe():
     assert is_arrow(pa.table({"a": [1]})) and is_arrow(pa.record_batch({"a": [1]})) and not is_arrow({"a": 1})
     wide = pa.table({f"c{i}": [1] for i in range(10)})
-    assert describe(wide) == ("a pyarrow.Table of 1 rows with columns "
-                              "['c0', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', '...']")
+    assert describe(wide) == (
+        "a pyarrow.Table of 1 rows with columns ['c0', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', '...']"
+    )

@@ -15,8 +15,13 @@ TOKEN = "0123456789abcdef"
 
 
 def leave_a_failed_copy(fake):
-    for key in (KEYS.sentinel, KEYS.data_file(TOKEN, 1, "csv"), "p/other.csv", "p/_s2-INCOMPLETE",
-                "p/s1-2026-" + TOKEN + "-0001.csv"):
+    for key in (
+        KEYS.sentinel,
+        KEYS.data_file(TOKEN, 1, "csv"),
+        "p/other.csv",
+        "p/_s2-INCOMPLETE",
+        "p/s1-2026-" + TOKEN + "-0001.csv",
+    ):
         fake.put_object(Bucket="bucket", Key=key, Body=b"x")
     fake.put_object(Bucket="bucket", Key=KEYS.claim, Body=json.dumps({"sink_id": "s1"}).encode())
     mine = fake.create_multipart_upload(Bucket="bucket", Key=KEYS.data_file(TOKEN, 2, "csv"))["UploadId"]
@@ -31,7 +36,9 @@ def test_removes_what_the_copy_left_and_nothing_else(fake_s3):
     assert list(fake_s3.uploads) == [theirs]
     assert report.aborted == ((f"s3://bucket/{KEYS.data_file(TOKEN, 2, 'csv')}", mine),)
     assert report.deleted[-1] == f"s3://bucket/{KEYS.sentinel}"  # the sentinel goes last
-    assert set(report.deleted) == {f"s3://bucket/{k}" for k in (KEYS.sentinel, KEYS.data_file(TOKEN, 1, "csv"), KEYS.claim)}
+    assert set(report.deleted) == {
+        f"s3://bucket/{k}" for k in (KEYS.sentinel, KEYS.data_file(TOKEN, 1, "csv"), KEYS.claim)
+    }
     assert not report.committed
     text = report.describe()
     assert text.startswith("copy 's1' in s3://bucket/p: deleted 3 object(s), aborted 1 pending upload(s)")

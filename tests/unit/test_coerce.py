@@ -17,8 +17,17 @@ from beam_s3_sink.errors import CoercionError
 U = uuid.UUID("12345678-1234-5678-1234-567812345678")
 
 
-@pytest.mark.parametrize("typ", [pa.int64(), pa.string(), pa.list_(pa.int8()), pa.timestamp("us"),
-                                 pa.struct([("a", pa.int8())]), pa.map_(pa.string(), pa.int8())])
+@pytest.mark.parametrize(
+    "typ",
+    [
+        pa.int64(),
+        pa.string(),
+        pa.list_(pa.int8()),
+        pa.timestamp("us"),
+        pa.struct([("a", pa.int8())]),
+        pa.map_(pa.string(), pa.int8()),
+    ],
+)
 def test_no_converter_where_pyarrow_does_it(typ):
     assert converter(typ) is None
 
@@ -27,18 +36,21 @@ def test_json_values():
     convert = converter(pa.json_())
     assert convert(None) is None
     assert convert('{"a": 1}') == '{"a": 1}'  # text is kept as it is, once it parses
-    assert convert(b'[1]') == "[1]"
+    assert convert(b"[1]") == "[1]"
     assert json.loads(convert({"b": [1.5, None], "a": "é"})) == {"b": [1.5, None], "a": "é"}
     assert convert({"b": 1, "a": 2}) == '{"b":1,"a":2}'  # compact, keys in order
     assert convert(3) == "3" and convert(True) == "true"
 
 
-@pytest.mark.parametrize("value, says", [
-    ("{not json", "does not parse"),
-    (b"\xff", "not UTF-8"),
-    ({"x": object()}, "cannot serialise"),
-    (float("nan"), "cannot serialise"),
-])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("{not json", "does not parse"),
+        (b"\xff", "not UTF-8"),
+        ({"x": object()}, "cannot serialise"),
+        (float("nan"), "cannot serialise"),
+    ],
+)
 def test_json_refusals(value, says):
     with pytest.raises(CoercionError, match=says):
         converter(pa.json_())(value)
@@ -53,11 +65,14 @@ def test_uuid_values():
     assert convert(None) is None
 
 
-@pytest.mark.parametrize("value, says", [
-    (b"short", "16 bytes long, not 5"),
-    ("not-a-uuid", "not a UUID"),
-    (123, "must be a uuid.UUID"),
-])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        (b"short", "16 bytes long, not 5"),
+        ("not-a-uuid", "not a UUID"),
+        (123, "must be a uuid.UUID"),
+    ],
+)
 def test_uuid_refusals(value, says):
     with pytest.raises(CoercionError, match=says):
         converter(pa.uuid())(value)
@@ -74,10 +89,13 @@ def test_nested_types_are_reached():
     assert structs(None) is None
 
 
-@pytest.mark.parametrize("typ, value, back", [
-    (pa.uuid(), str(U), U),
-    (pa.json_(), {"a": 1}, '{"a":1}'),
-])
+@pytest.mark.parametrize(
+    "typ, value, back",
+    [
+        (pa.uuid(), str(U), U),
+        (pa.json_(), {"a": 1}, '{"a":1}'),
+    ],
+)
 def test_converted_values_go_into_pyarrow(typ, value, back):
     assert pa.array([converter(typ)(value)], typ).to_pylist() == [back]
 

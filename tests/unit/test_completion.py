@@ -83,36 +83,46 @@ def complete(fake_s3, monkeypatch):
 
 def test_success_completes_writes_the_manifest_and_removes_sentinel_and_claim(fake_s3, complete):
     files = (pending(fake_s3, 2, b"id\n3\n", 1), pending(fake_s3, 1, b"id\n1\n2\n", 2))
-    stray = fake_s3.create_multipart_upload(Bucket="bucket", Key=KEYS.data_file("fedcba9876543210", 1, "csv"))["UploadId"]
-    result, = complete(UploadReport(files=files, rows=3, bytes=sum(f.bytes for f in files)))
+    stray = fake_s3.create_multipart_upload(Bucket="bucket", Key=KEYS.data_file("fedcba9876543210", 1, "csv"))[
+        "UploadId"
+    ]
+    (result,) = complete(UploadReport(files=files, rows=3, bytes=sum(f.bytes for f in files)))
     assert result.ok and (result.rows, result.bytes) == (3, 12)
     assert [f.uri for f in result.files] == sorted(f.uri for f in result.files)  # sorted by URI
     assert fake_s3.keys() == sorted([KEYS.manifest, files[0].key, files[1].key])
     assert fake_s3.body(files[1].key) == b"id\n1\n2\n" and fake_s3.uploads == {}  # the stray one aborted
     assert stray not in fake_s3.uploads
     manifest = json.loads(fake_s3.body(KEYS.manifest))
-    assert manifest["rows"] == 3 and len(manifest["entries"]) == 2 and result.manifest_uri == f"s3://bucket/{KEYS.manifest}"
+    assert (
+        manifest["rows"] == 3
+        and len(manifest["entries"]) == 2
+        and result.manifest_uri == f"s3://bucket/{KEYS.manifest}"
+    )
     order = [kw.get("Key") for name, kw in fake_s3.calls if name in ("PutObject", "DeleteObject")]
     assert order[-3:] == [KEYS.manifest, KEYS.claim, KEYS.sentinel]  # the sentinel goes last
 
 
 def test_an_empty_copy_still_writes_one_file(fake_s3, complete):
-    result, = complete(UploadReport())
+    (result,) = complete(UploadReport())
     key = KEYS.data_file(EMPTY_FILE_TOKEN, 1, "csv")
     assert [f.uri for f in result.files] == [f"s3://bucket/{key}"] and fake_s3.body(key) == b"id\n"
 
 
 def test_an_upload_completed_by_an_earlier_attempt_is_not_an_error(fake_s3, complete):
     file = pending(fake_s3, 1, b"id\n1\n", 1)
-    fake_s3.complete_multipart_upload(Bucket="bucket", Key=file.key, UploadId=file.upload_id,
-                                      MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": file.parts[0][1]}]})
-    result, = complete(UploadReport(files=(file,), rows=1, bytes=file.bytes))
+    fake_s3.complete_multipart_upload(
+        Bucket="bucket",
+        Key=file.key,
+        UploadId=file.upload_id,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": file.parts[0][1]}]},
+    )
+    (result,) = complete(UploadReport(files=(file,), rows=1, bytes=file.bytes))
     assert result.ok and fake_s3.body(file.key) == b"id\n1\n"
 
 
 def test_an_error_aborts_everything_and_leaves_the_sentinel(fake_s3, complete):
     file = pending(fake_s3, 1, b"id\n1\n", 1)
-    result, = complete(UploadReport(files=(file,), rows=1, bytes=file.bytes, error="column 'id' is bad"))
+    (result,) = complete(UploadReport(files=(file,), rows=1, bytes=file.bytes, error="column 'id' is bad"))
     assert not result.ok and result.error == "column 'id' is bad" and result.rows == 0
     assert fake_s3.keys() == [KEYS.sentinel] and fake_s3.uploads == {}  # the claim is released
 
@@ -125,8 +135,10 @@ def test_fail_on_error_raises_naming_the_copy(fake_s3, complete):
 def test_a_failed_commit_removes_what_it_had_completed(fake_s3, complete):
     files = (pending(fake_s3, 1, b"id\n1\n", 1), pending(fake_s3, 2, b"id\n2\n", 1))
     fake_s3.refuse("PutObject", "AccessDenied", when=lambda kw: kw["Key"] == KEYS.manifest)
-    result, = complete(UploadReport(files=files, rows=2, bytes=10))
-    assert result.error.startswith("completing the copy failed: S3 refused PutObject on s3://bucket/p/_s1-manifest.json")
+    (result,) = complete(UploadReport(files=files, rows=2, bytes=10))
+    assert result.error.startswith(
+        "completing the copy failed: S3 refused PutObject on s3://bucket/p/_s1-manifest.json"
+    )
     assert KEYS.sentinel in fake_s3.keys() and not any(KEYS.is_data_file(k) for k in fake_s3.keys())
 
 

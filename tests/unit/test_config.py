@@ -22,38 +22,53 @@ def test_repr_and_str_never_show_a_secret():
 
 def test_is_a_frozen_picklable_hashable_value():
     cfg = S3Config(endpoint_url="http://h:1", objects=ObjectSettings(storage_class="STANDARD_IA"))
-    assert pickle.loads(pickle.dumps(cfg)) == cfg and hash(cfg) == hash(S3Config(
-        endpoint_url="http://h:1", objects=ObjectSettings(storage_class="STANDARD_IA")))
+    assert pickle.loads(pickle.dumps(cfg)) == cfg and hash(cfg) == hash(
+        S3Config(endpoint_url="http://h:1", objects=ObjectSettings(storage_class="STANDARD_IA"))
+    )
     with pytest.raises(AttributeError):
         cfg.endpoint_url = "x"  # type: ignore[misc]
     assert cfg.replace(max_concurrency=8).max_concurrency == 8 and cfg.max_concurrency == 4
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    (dict(retry_mode="fast"), "retry_mode"),
-    (dict(max_attempts=0), "max_attempts"),
-    (dict(part_size=MIN_PART_SIZE - 1), "part_size must be from 5 MiB"),
-    (dict(max_concurrency=65), "max_concurrency"),
-    (dict(access_key_id="a"), "together"),
-    (dict(secret_access_key="s"), "together"),
-    (dict(session_token="t"), "session_token needs"),
-    (dict(access_key_id="a", secret_access_key="s", profile_name="p"), "not both"),
-    (dict(external_id="x"), "external_id needs role_arn"),
-    (dict(role_arn="arn:aws:iam::1:role/r", role_duration_seconds=60), "role_duration_seconds"),
-    (dict(objects={"storage_class": "X"}), "objects must be an ObjectSettings"),
-])
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        (dict(retry_mode="fast"), "retry_mode"),
+        (dict(max_attempts=0), "max_attempts"),
+        (dict(part_size=MIN_PART_SIZE - 1), "part_size must be from 5 MiB"),
+        (dict(max_concurrency=65), "max_concurrency"),
+        (dict(access_key_id="a"), "together"),
+        (dict(secret_access_key="s"), "together"),
+        (dict(session_token="t"), "session_token needs"),
+        (dict(access_key_id="a", secret_access_key="s", profile_name="p"), "not both"),
+        (dict(external_id="x"), "external_id needs role_arn"),
+        (dict(role_arn="arn:aws:iam::1:role/r", role_duration_seconds=60), "role_duration_seconds"),
+        (dict(objects={"storage_class": "X"}), "objects must be an ObjectSettings"),
+    ],
+)
 def test_invalid_settings(kwargs, says):
     with pytest.raises((ValueError, TypeError), match=says):
         S3Config(**kwargs)
 
 
 def test_from_pipeline_options():
-    options = PipelineOptions(["--s3_endpoint_url=https://minio:9000", "--s3_region_name=eu-west-1",
-                               "--s3_access_key_id=AK", "--s3_secret_access_key=SK", "--s3_verify=false",
-                               "--s3_disable_ssl"])
+    options = PipelineOptions(
+        [
+            "--s3_endpoint_url=https://minio:9000",
+            "--s3_region_name=eu-west-1",
+            "--s3_access_key_id=AK",
+            "--s3_secret_access_key=SK",
+            "--s3_verify=false",
+            "--s3_disable_ssl",
+        ]
+    )
     cfg = S3Config.from_pipeline_options(options)
     assert (cfg.endpoint_url, cfg.region_name, cfg.access_key_id, cfg.secret_access_key) == (
-        "http://minio:9000", "eu-west-1", "AK", "SK")
+        "http://minio:9000",
+        "eu-west-1",
+        "AK",
+        "SK",
+    )
     assert cfg.path_style is True and cfg.verify is False
     assert S3Config.from_pipeline_options(PipelineOptions(["--s3_verify=/ca.pem"])).verify == "/ca.pem"
     assert S3Config.from_pipeline_options(PipelineOptions([])) == S3Config()
@@ -67,8 +82,14 @@ def test_resolve_config_takes_the_explicit_one_whole():
 
 
 def test_client_kwargs():
-    kwargs = S3Config(endpoint_url="http://h:1", region_name="r", path_style=True, max_attempts=3,
-                      max_concurrency=16, verify="/ca.pem").client_kwargs()
+    kwargs = S3Config(
+        endpoint_url="http://h:1",
+        region_name="r",
+        path_style=True,
+        max_attempts=3,
+        max_concurrency=16,
+        verify="/ca.pem",
+    ).client_kwargs()
     config = kwargs["config"]
     assert (kwargs["endpoint_url"], kwargs["region_name"], kwargs["verify"]) == ("http://h:1", "r", "/ca.pem")
     assert config.retries == {"mode": "standard", "max_attempts": 3}
@@ -77,8 +98,13 @@ def test_client_kwargs():
 
 
 def test_make_client_makes_no_request():
-    cfg = S3Config(endpoint_url="http://127.0.0.1:9", region_name="us-east-1", access_key_id="AK",
-                   secret_access_key=SECRET, objects=ObjectSettings(expected_bucket_owner="111122223333"))
+    cfg = S3Config(
+        endpoint_url="http://127.0.0.1:9",
+        region_name="us-east-1",
+        access_key_id="AK",
+        secret_access_key=SECRET,
+        objects=ObjectSettings(expected_bucket_owner="111122223333"),
+    )
     client = cfg.make_client()
     assert client.meta.endpoint_url == "http://127.0.0.1:9" and client.meta.region_name == "us-east-1"
     assert client._request_signer._credentials.secret_key == SECRET
@@ -95,7 +121,8 @@ def test_assume_role_session_without_source_credentials(monkeypatch):
 
 
 def test_assume_role_credentials_are_deferred():
-    session = S3Config(access_key_id="AK", secret_access_key=SECRET,
-                       role_arn="arn:aws:iam::111122223333:role/r", external_id="x").make_session()
+    session = S3Config(
+        access_key_id="AK", secret_access_key=SECRET, role_arn="arn:aws:iam::111122223333:role/r", external_id="x"
+    ).make_session()
     credentials = session.get_credentials()  # no STS call yet: refreshed when first used
     assert credentials.method == "assume-role"

@@ -25,14 +25,17 @@ def test_defaults_as_postgresql_writes_them():
     assert encode(CsvFormat(), table) == b"1,plain,t\n,,f\n"
 
 
-@pytest.mark.parametrize("value, field", [
-    ("a,b", '"a,b"'),
-    ('say "hi"', '"say ""hi"""'),
-    ("two\nlines", '"two\nlines"'),
-    ("cr\r", '"cr\r"'),
-    ("", '""'),          # the empty string, told apart from NULL (an empty field)
-    (" padded ", " padded "),
-])
+@pytest.mark.parametrize(
+    "value, field",
+    [
+        ("a,b", '"a,b"'),
+        ('say "hi"', '"say ""hi"""'),
+        ("two\nlines", '"two\nlines"'),
+        ("cr\r", '"cr\r"'),
+        ("", '""'),  # the empty string, told apart from NULL (an empty field)
+        (" padded ", " padded "),
+    ],
+)
 def test_quoting(value, field):
     assert encode(CsvFormat(), pa.table({"s": [value], "n": [1]})) == f"{field},1\n".encode()
 
@@ -68,7 +71,8 @@ def test_gzip_compression():
     fmt = CsvFormat(compression="gzip")
     assert fmt.extension == "csv.gz"
     assert gzip.decompress(encode(fmt, pa.table({"id": list(range(100))}))) == b"".join(
-        f"{i}\n".encode() for i in range(100))
+        f"{i}\n".encode() for i in range(100)
+    )
 
 
 def test_extensions():
@@ -91,15 +95,18 @@ def test_check_schema():
         CsvFormat(force_quote=("x",)).check_schema(pa.schema([("a", pa.int8())]))
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    (dict(delimiter=";;"), "delimiter must be one ASCII character"),
-    (dict(delimiter="\n"), "delimiter must be one ASCII character"),
-    (dict(quote="é"), "quote must be one ASCII character"),
-    (dict(delimiter='"'), "delimiter and quote must differ"),
-    (dict(null="a,b"), "null 'a,b' must be a string without"),
-    (dict(force_quote="a"), "force_quote takes a list"),
-    (dict(compression="bz2"), "compression must be None, 'gzip' or 'zstd'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        (dict(delimiter=";;"), "delimiter must be one ASCII character"),
+        (dict(delimiter="\n"), "delimiter must be one ASCII character"),
+        (dict(quote="é"), "quote must be one ASCII character"),
+        (dict(delimiter='"'), "delimiter and quote must differ"),
+        (dict(null="a,b"), "null 'a,b' must be a string without"),
+        (dict(force_quote="a"), "force_quote takes a list"),
+        (dict(compression="bz2"), "compression must be None, 'gzip' or 'zstd'"),
+    ],
+)
 def test_invalid_options(kwargs, says):
     with pytest.raises(ValueError, match=says):
         CsvFormat(**kwargs)
@@ -107,6 +114,15 @@ def test_invalid_options(kwargs, says):
 
 def test_describe_for_the_manifest():
     assert CsvFormat(header=True).describe() == {
-        "name": "csv", "extension": "csv",
-        "options": {"header": True, "delimiter": ",", "null": "", "quote": '"', "escape": '"',
-                    "force_quote": (), "compression": None}}
+        "name": "csv",
+        "extension": "csv",
+        "options": {
+            "header": True,
+            "delimiter": ",",
+            "null": "",
+            "quote": '"',
+            "escape": '"',
+            "force_quote": (),
+            "compression": None,
+        },
+    }

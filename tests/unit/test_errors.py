@@ -14,8 +14,16 @@ from beam_s3_sink.schema import rows_to_batch
 
 def test_every_exception_class_derives_from_the_base():
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, BaseException)]
-    assert {c.__name__ for c in classes} >= {"CopyToS3Error", "S3RequestError", "ReplaceError", "CommittedCopyError",
-                                             "RowError", "CoercionError", "BatchError", "EncodeError"}
+    assert {c.__name__ for c in classes} >= {
+        "CopyToS3Error",
+        "S3RequestError",
+        "ReplaceError",
+        "CommittedCopyError",
+        "RowError",
+        "CoercionError",
+        "BatchError",
+        "EncodeError",
+    }
     assert all(issubclass(c, errors.CopyToS3Error) for c in classes)
 
 
@@ -33,8 +41,11 @@ def test_no_other_module_defines_an_exception_outside_the_hierarchy():
     for info in pkgutil.walk_packages(beam_s3_sink.__path__, "beam_s3_sink."):
         module = importlib.import_module(info.name)
         for name, cls in inspect.getmembers(module, inspect.isclass):
-            if (issubclass(cls, Exception) and cls.__module__ == info.name
-                    and not issubclass(cls, (errors.CopyToS3Error, ValueError))):
+            if (
+                issubclass(cls, Exception)
+                and cls.__module__ == info.name
+                and not issubclass(cls, (errors.CopyToS3Error, ValueError))
+            ):
                 strays.append(f"{info.name}.{name}")
     assert strays == []
 

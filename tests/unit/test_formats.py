@@ -12,8 +12,10 @@ from beam_s3_sink.formats import FORMATS, CsvFormat, Format, JsonlFormat, Parque
 from beam_s3_sink.formats.base import FileEncoder
 
 
-@pytest.mark.parametrize("name, cls", [("parquet", ParquetFormat), ("csv", CsvFormat), ("text", TextFormat),
-                                       ("jsonl", JsonlFormat), ("CSV", CsvFormat)])
+@pytest.mark.parametrize(
+    "name, cls",
+    [("parquet", ParquetFormat), ("csv", CsvFormat), ("text", TextFormat), ("jsonl", JsonlFormat), ("CSV", CsvFormat)],
+)
 def test_resolve_by_name(name, cls):
     assert resolve_format(name) == cls()
 
@@ -49,10 +51,16 @@ def test_every_format_keeps_the_contract(cls):
     assert isinstance(description["options"], dict)
 
 
-@pytest.mark.parametrize("fmt, content_type", [
-    (ParquetFormat(), "application/vnd.apache.parquet"), (CsvFormat(), "text/csv"), (TextFormat(), "text/plain"),
-    (JsonlFormat(), "application/jsonl"), (CsvFormat(compression="gzip"), "application/gzip"),
-    (JsonlFormat(compression="zstd"), "application/zstd"),
-])
+@pytest.mark.parametrize(
+    "fmt, content_type",
+    [
+        (ParquetFormat(), "application/vnd.apache.parquet"),
+        (CsvFormat(), "text/csv"),
+        (TextFormat(), "text/plain"),
+        (JsonlFormat(), "application/jsonl"),
+        (CsvFormat(compression="gzip"), "application/gzip"),
+        (JsonlFormat(compression="zstd"), "application/zstd"),
+    ],
+)
 def test_every_format_owns_its_content_type(fmt, content_type):
     assert fmt.content_type == content_type

@@ -35,7 +35,10 @@ def test_nothing_to_delete_calls_nothing(fake_s3):
 
 def test_a_key_s3_refuses_is_named(fake_s3):
     fake_s3.undeletable = {"old/b"}
-    with pytest.raises(ReplaceError, match=r"refused to delete s3://bucket/old/b \(AccessDenied: Access Denied\) and 0 more.*rerun with the same sink_id"):
+    with pytest.raises(
+        ReplaceError,
+        match=r"refused to delete s3://bucket/old/b \(AccessDenied: Access Denied\) and 0 more.*rerun with the same sink_id",
+    ):
         delete_keys(fake_s3, "bucket", ["old/a", "old/b"])
 
 

@@ -60,9 +60,14 @@ def test_replace_records_the_keys_it_found(fake_s3):
 
 
 def test_a_finished_copy_reports_its_result_again_and_writes_nothing(fake_s3):
-    result = CopyToResult(uri="s3://bucket/p", sink_id="s1", rows=1, bytes=2,
-                          files=(CopiedFile(f"s3://bucket/p/s1-{TOKEN}-0001.csv", 1, 2),),
-                          manifest_uri=f"s3://bucket/{KEYS.manifest}")
+    result = CopyToResult(
+        uri="s3://bucket/p",
+        sink_id="s1",
+        rows=1,
+        bytes=2,
+        files=(CopiedFile(f"s3://bucket/p/s1-{TOKEN}-0001.csv", 1, 2),),
+        manifest_uri=f"s3://bucket/{KEYS.manifest}",
+    )
     fake_s3.put_object(Bucket="bucket", Key=KEYS.manifest, Body=manifest_json(result, {}, []))
     before = set(fake_s3.keys())
     outcome = initialize(fake_s3, KEYS)
@@ -88,8 +93,11 @@ def test_an_upload_that_cannot_be_aborted_is_a_warning(fake_s3):
 
 
 def test_a_path_claimed_by_another_copy(fake_s3):
-    fake_s3.put_object(Bucket="bucket", Key=KEYS.claim, Body=json.dumps(
-        {"sink_id": "other", "started": "2026-01-01T00:00:00+00:00"}).encode())
+    fake_s3.put_object(
+        Bucket="bucket",
+        Key=KEYS.claim,
+        Body=json.dumps({"sink_id": "other", "started": "2026-01-01T00:00:00+00:00"}).encode(),
+    )
     outcome = initialize(fake_s3, KEYS)
     assert "another copy, sink_id 'other', is writing to s3://bucket/p" in outcome.error
     assert "since 2026-01-01T00:00:00+00:00" in outcome.error and "Nothing of copy 's1' was written" in outcome.error

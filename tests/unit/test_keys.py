@@ -16,27 +16,33 @@ from beam_s3_sink.keys import (
 )
 
 
-@pytest.mark.parametrize("uri, bucket, prefix", [
-    ("s3://bucket", "bucket", ""),
-    ("s3://bucket/", "bucket", ""),
-    ("s3://my.bucket-1/a/b/", "my.bucket-1", "a/b"),
-    ("s3://bucket/exports/orders", "bucket", "exports/orders"),
-])
+@pytest.mark.parametrize(
+    "uri, bucket, prefix",
+    [
+        ("s3://bucket", "bucket", ""),
+        ("s3://bucket/", "bucket", ""),
+        ("s3://my.bucket-1/a/b/", "my.bucket-1", "a/b"),
+        ("s3://bucket/exports/orders", "bucket", "exports/orders"),
+    ],
+)
 def test_parse_s3_uri(uri, bucket, prefix):
     assert parse_s3_uri(uri) == S3Location(bucket, prefix)
 
 
-@pytest.mark.parametrize("uri, says", [
-    ("gs://bucket/p", "is not an S3 URI"),
-    ("bucket/p", "is not an S3 URI"),
-    ("s3://Bucket/p", "not a valid bucket name"),
-    ("s3://ab/p", "not a valid bucket name"),
-    ("s3://a..b/p", "not a valid bucket name"),
-    ("s3://bucket/p?x=1", "must not carry"),
-    ("s3://bucket/p#frag", "must not carry"),
-    ("s3://bucket/a//b", "empty segment"),
-    (42, "must be a string"),
-])
+@pytest.mark.parametrize(
+    "uri, says",
+    [
+        ("gs://bucket/p", "is not an S3 URI"),
+        ("bucket/p", "is not an S3 URI"),
+        ("s3://Bucket/p", "not a valid bucket name"),
+        ("s3://ab/p", "not a valid bucket name"),
+        ("s3://a..b/p", "not a valid bucket name"),
+        ("s3://bucket/p?x=1", "must not carry"),
+        ("s3://bucket/p#frag", "must not carry"),
+        ("s3://bucket/a//b", "empty segment"),
+        (42, "must be a string"),
+    ],
+)
 def test_parse_s3_uri_refuses(uri, says):
     with pytest.raises(ValueError, match=says):
         parse_s3_uri(uri)
@@ -87,17 +93,24 @@ def test_data_file_keys():
 def test_owns_its_files_and_nothing_else():
     keys = CopyKeys(S3Location("b", "p"), "orders")
     token = new_token()
-    mine = [keys.data_file(token, 1, "csv"), keys.data_file(token, 2, "csv.zst", "day=1"),
-            keys.shard_file(3, 1, "parquet"), keys.sentinel, keys.manifest]
+    mine = [
+        keys.data_file(token, 1, "csv"),
+        keys.data_file(token, 2, "csv.zst", "day=1"),
+        keys.shard_file(3, 1, "parquet"),
+        keys.sentinel,
+        keys.manifest,
+    ]
     assert all(keys.is_owned(k) for k in mine)
     others = [
-        "p/orders-2026-" + token + "-0001.csv",           # the copy "orders-2026"
-        "p/orders-" + token[:-1] + "-0001.csv",           # a token one digit short
-        "p/orders-" + token.upper() + "-0001.csv",        # not lower-case hex
-        "p/orders-" + token + "-001.csv",                 # three digits
-        "q/orders-" + token + "-0001.csv",                # another path
-        "p/sub/orders-" + token + "-0001.csv",            # a directory that is no partition
-        "p/_orders-2026-INCOMPLETE", "p/_CLAIM", "p/other.csv",
+        "p/orders-2026-" + token + "-0001.csv",  # the copy "orders-2026"
+        "p/orders-" + token[:-1] + "-0001.csv",  # a token one digit short
+        "p/orders-" + token.upper() + "-0001.csv",  # not lower-case hex
+        "p/orders-" + token + "-001.csv",  # three digits
+        "q/orders-" + token + "-0001.csv",  # another path
+        "p/sub/orders-" + token + "-0001.csv",  # a directory that is no partition
+        "p/_orders-2026-INCOMPLETE",
+        "p/_CLAIM",
+        "p/other.csv",
     ]
     assert [k for k in others if keys.is_owned(k)] == []
     assert keys.is_data_file(mine[0]) and not keys.is_data_file(keys.sentinel)
@@ -108,7 +121,7 @@ def test_owner_of_control_objects():
     assert keys.sentinel_owner("p/_other-INCOMPLETE") == "other"
     assert keys.manifest_owner("p/_other-manifest.json") == "other"
     assert keys.sentinel_owner("p/_other-manifest.json") is None
-    assert keys.sentinel_owner("p/sub/_other-INCOMPLETE") is None   # not directly under P/
+    assert keys.sentinel_owner("p/sub/_other-INCOMPLETE") is None  # not directly under P/
     assert keys.sentinel_owner("q/_other-INCOMPLETE") is None
     assert keys.manifest_owner("p/x-manifest.json") is None
 

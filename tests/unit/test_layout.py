@@ -9,18 +9,22 @@ import pytest
 
 from beam_s3_sink.layout import DEFAULT_PARTITION, Layout, escape_path_name
 
-SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("country", pa.string()),
-                    ("ok", pa.bool_()), ("price", pa.float64())])
+SCHEMA = pa.schema(
+    [("id", pa.int64()), ("day", pa.date32()), ("country", pa.string()), ("ok", pa.bool_()), ("price", pa.float64())]
+)
 
 
-@pytest.mark.parametrize("text, escaped", [
-    ("plain text é", "plain text é"),
-    ("a/b", "a%2Fb"),
-    ("k=v", "k%3Dv"),
-    ("100%", "100%25"),
-    ("\"#'*:?\\{[]^", "%22%23%27%2A%3A%3F%5C%7B%5B%5D%5E"),
-    ("tab\tnl\n\x7f", "tab%09nl%0A%7F"),
-])
+@pytest.mark.parametrize(
+    "text, escaped",
+    [
+        ("plain text é", "plain text é"),
+        ("a/b", "a%2Fb"),
+        ("k=v", "k%3Dv"),
+        ("100%", "100%25"),
+        ("\"#'*:?\\{[]^", "%22%23%27%2A%3A%3F%5C%7B%5B%5D%5E"),
+        ("tab\tnl\n\x7f", "tab%09nl%0A%7F"),
+    ],
+)
 def test_escape_path_name(text, escaped):
     assert escape_path_name(text) == escaped
 
@@ -70,10 +74,13 @@ def test_file_schema_keeps_metadata():
     assert Layout(partition_by=("day",)).file_schema(schema).metadata == {b"k": b"v"}
 
 
-@pytest.mark.parametrize("layout, says", [
-    (Layout(partition_by=("nope",)), "not in the schema"),
-    (Layout(partition_by=("price",)), "has type double"),
-])
+@pytest.mark.parametrize(
+    "layout, says",
+    [
+        (Layout(partition_by=("nope",)), "not in the schema"),
+        (Layout(partition_by=("price",)), "has type double"),
+    ],
+)
 def test_check_refuses(layout, says):
     with pytest.raises(ValueError, match=says):
         layout.check(SCHEMA)
@@ -86,12 +93,15 @@ def test_check_refuses_partitioning_every_column():
     Layout(partition_by=("a",), keep_partition_columns=True).check(schema)
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    (dict(partition_by=("a", "a")), "repeats a column"),
-    (dict(max_open_files=0), "max_open_files"),
-    (dict(max_open_files=True), "max_open_files"),
-    (dict(max_open_files=2.0), "max_open_files"),
-])
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        (dict(partition_by=("a", "a")), "repeats a column"),
+        (dict(max_open_files=0), "max_open_files"),
+        (dict(max_open_files=True), "max_open_files"),
+        (dict(max_open_files=2.0), "max_open_files"),
+    ],
+)
 def test_invalid_layouts(kwargs, says):
     with pytest.raises(ValueError, match=says):
         Layout(**kwargs)

@@ -13,8 +13,11 @@ FILE = PendingFile("p/k", "upload-1", ((1, '"etag"'),), 2, 10, ("sum",))
 
 
 def test_values_are_frozen_and_picklable():
-    for value in (FILE, UploadReport(files=(FILE,), rows=2, bytes=10),
-                  InitOutcome(done=CopyToResult("s3://b/p", "s1"), warnings=("w",), replaced=("p/old",), guard="relist")):
+    for value in (
+        FILE,
+        UploadReport(files=(FILE,), rows=2, bytes=10),
+        InitOutcome(done=CopyToResult("s3://b/p", "s1"), warnings=("w",), replaced=("p/old",), guard="relist"),
+    ):
         assert pickle.loads(pickle.dumps(value)) == value
     with pytest.raises(AttributeError):
         FILE.rows = 3  # type: ignore[misc]

@@ -6,9 +6,22 @@ import beam_s3_sink
 
 
 def test_public_names():
-    assert set(beam_s3_sink.__all__) >= {"CopyToS3", "CopyToResult", "CopiedFile", "CopyToS3Error", "S3Config",
-                                         "ObjectSettings", "Format", "ParquetFormat", "CsvFormat", "TextFormat",
-                                         "JsonlFormat", "abort_copy", "AbortReport", "CommittedCopyError"}
+    assert set(beam_s3_sink.__all__) >= {
+        "CopyToS3",
+        "CopyToResult",
+        "CopiedFile",
+        "CopyToS3Error",
+        "S3Config",
+        "ObjectSettings",
+        "Format",
+        "ParquetFormat",
+        "CsvFormat",
+        "TextFormat",
+        "JsonlFormat",
+        "abort_copy",
+        "AbortReport",
+        "CommittedCopyError",
+    }
     for name in beam_s3_sink.__all__:
         assert getattr(beam_s3_sink, name).__doc__, name
 
@@ -38,6 +51,11 @@ def test_building_a_copy_makes_no_client(monkeypatch):
     made = []
     monkeypatch.setattr(boto3.session.Session, "client", lambda *a, **k: made.append(a))
     pipeline = beam.Pipeline()
-    _ = pipeline | beam.Create([{"a": 1}]) | beam_s3_sink.CopyToS3(
-        "s3://bucket/p", format="csv", schema=pa.schema([("a", pa.int8())]), s3=beam_s3_sink.S3Config())
+    _ = (
+        pipeline
+        | beam.Create([{"a": 1}])
+        | beam_s3_sink.CopyToS3(
+            "s3://bucket/p", format="csv", schema=pa.schema([("a", pa.int8())]), s3=beam_s3_sink.S3Config()
+        )
+    )
     assert made == []

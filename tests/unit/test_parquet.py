@@ -23,8 +23,13 @@ def encode(fmt, table, max_file_size=2**30):
 
 
 def test_round_trip_with_the_arrow_schema_stored():
-    table = pa.table({"id": pa.array([1, 2], pa.int32()), "s": ["a", None],
-                      "t": pa.array([datetime.datetime(2024, 1, 1)], pa.timestamp("us")).take([0, 0])})
+    table = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int32()),
+            "s": ["a", None],
+            "t": pa.array([datetime.datetime(2024, 1, 1)], pa.timestamp("us")).take([0, 0]),
+        }
+    )
     body, encoder, _ = encode(ParquetFormat(), table)
     back = pq.read_table(io.BytesIO(body))
     assert back.equals(table) and encoder.rows == 2
@@ -43,11 +48,15 @@ def test_compression_option_reaches_the_file():
 
 def test_compatible_profile_writes_what_every_reader_opens():
     u = uuid.UUID(int=0xABC)
-    table = pa.table({"k": pa.array([u.bytes, None], pa.uuid()),
-                      "at": pa.array([datetime.time(1, 2, 3, 4), None], pa.time64("us")),
-                      "n": pa.array([2**64 - 1, 0], pa.uint64()),
-                      "small": pa.array([255, 0], pa.uint8()),
-                      "ns": pa.array([1_000, 2_000], pa.timestamp("ns"))})
+    table = pa.table(
+        {
+            "k": pa.array([u.bytes, None], pa.uuid()),
+            "at": pa.array([datetime.time(1, 2, 3, 4), None], pa.time64("us")),
+            "n": pa.array([2**64 - 1, 0], pa.uint64()),
+            "small": pa.array([255, 0], pa.uint8()),
+            "ns": pa.array([1_000, 2_000], pa.timestamp("ns")),
+        }
+    )
     body, _, _ = encode(ParquetFormat(), table)
     back = pq.read_table(io.BytesIO(body))
     assert back.schema.field("k").type == pa.string() and back.column("k").to_pylist() == [str(u), None]
@@ -70,10 +79,16 @@ def test_nanoseconds_are_never_truncated():
 
 
 def test_parquet_schema_of_nested_types():
-    schema = pa.schema([("l", pa.large_list(pa.uuid())), ("m", pa.map_(pa.string(), pa.time32("s"))),
-                        ("s", pa.struct([("d", pa.date64())]))])
-    assert parquet_schema(schema) == pa.schema([("l", pa.list_(pa.string())), ("m", pa.map_(pa.string(), pa.string())),
-                                                ("s", pa.struct([("d", pa.date32())]))])
+    schema = pa.schema(
+        [
+            ("l", pa.large_list(pa.uuid())),
+            ("m", pa.map_(pa.string(), pa.time32("s"))),
+            ("s", pa.struct([("d", pa.date64())])),
+        ]
+    )
+    assert parquet_schema(schema) == pa.schema(
+        [("l", pa.list_(pa.string())), ("m", pa.map_(pa.string(), pa.string())), ("s", pa.struct([("d", pa.date32())]))]
+    )
     assert parquet_schema(schema, "exact").field("m").type == pa.map_(pa.string(), pa.time32("ms"))
 
 
@@ -124,26 +139,32 @@ def test_empty_file_has_the_schema():
     assert pq.read_table(io.BytesIO(body)).schema.names == ["id"] and encoder.rows == 0
 
 
-@pytest.mark.parametrize("typ, says", [
-    (pa.duration("s"), "Parquet has no such type"),
-    (pa.month_day_nano_interval(), "Parquet has no such type"),
-    (pa.decimal256(40, 2), "at most 38 digits"),
-    (pa.list_(pa.duration("ms")), "Parquet has no such type"),
-])
+@pytest.mark.parametrize(
+    "typ, says",
+    [
+        (pa.duration("s"), "Parquet has no such type"),
+        (pa.month_day_nano_interval(), "Parquet has no such type"),
+        (pa.decimal256(40, 2), "at most 38 digits"),
+        (pa.list_(pa.duration("ms")), "Parquet has no such type"),
+    ],
+)
 def test_check_schema_refuses(typ, says):
     with pytest.raises(ValueError, match=says):
         ParquetFormat().check_schema(pa.schema([("c", typ)]))
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    (dict(types="fast"), "types must be one of"),
-    (dict(compression="bz2"), "is not one of"),
-    (dict(compression="snappy", compression_level=3), "takes no compression_level"),
-    (dict(compression="zstd", compression_level=99), "must be an int from"),
-    (dict(version="3.0"), "version must be"),
-    (dict(row_group_size=100), "at least 1024"),
-    (dict(row_group_size=True), "at least 1024"),
-])
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        (dict(types="fast"), "types must be one of"),
+        (dict(compression="bz2"), "is not one of"),
+        (dict(compression="snappy", compression_level=3), "takes no compression_level"),
+        (dict(compression="zstd", compression_level=99), "must be an int from"),
+        (dict(version="3.0"), "version must be"),
+        (dict(row_group_size=100), "at least 1024"),
+        (dict(row_group_size=True), "at least 1024"),
+    ],
+)
 def test_invalid_options(kwargs, says):
     with pytest.raises(ValueError, match=says):
         ParquetFormat(**kwargs)

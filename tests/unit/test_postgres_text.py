@@ -24,14 +24,17 @@ def test_defaults():
     assert encode(TextFormat(), table) == b"1\ta\t{1,NULL}\n\\N\t\\N\t\\N\n"
 
 
-@pytest.mark.parametrize("value, field", [
-    ("back\\slash", "back\\\\slash"),
-    ("tab\there", "tab\\there"),
-    ("two\nlines\r", "two\\nlines\\r"),
-    ("\b\f\v", "\\b\\f\\v"),
-    ("\\N", "\\\\N"),   # the text \N is not NULL
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "value, field",
+    [
+        ("back\\slash", "back\\\\slash"),
+        ("tab\there", "tab\\there"),
+        ("two\nlines\r", "two\\nlines\\r"),
+        ("\b\f\v", "\\b\\f\\v"),
+        ("\\N", "\\\\N"),  # the text \N is not NULL
+        ("", ""),
+    ],
+)
 def test_escapes(value, field):
     assert encode(TextFormat(), pa.table({"s": [value]})) == field.encode() + b"\n"
 
@@ -47,14 +50,17 @@ def test_a_null_string_the_data_holds_is_refused():
     assert encode(TextFormat(null="NA"), pa.table({"s": ["na", None]})) == b"na\nNA\n"
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    (dict(delimiter="\\"), "delimiter must be one ASCII character other than"),
-    (dict(delimiter="a"), "delimiter must be"),
-    (dict(delimiter="7"), "delimiter must be"),
-    (dict(delimiter=".."), "delimiter must be"),
-    (dict(null="a\tb"), "must be a string without the delimiter"),
-    (dict(compression="zip"), "TextFormat: compression must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        (dict(delimiter="\\"), "delimiter must be one ASCII character other than"),
+        (dict(delimiter="a"), "delimiter must be"),
+        (dict(delimiter="7"), "delimiter must be"),
+        (dict(delimiter=".."), "delimiter must be"),
+        (dict(null="a\tb"), "must be a string without the delimiter"),
+        (dict(compression="zip"), "TextFormat: compression must be"),
+    ],
+)
 def test_invalid_options(kwargs, says):
     with pytest.raises(ValueError, match=says):
         TextFormat(**kwargs)

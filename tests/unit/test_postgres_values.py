@@ -25,21 +25,44 @@ def test_bool_ints_and_nulls():
     assert texts(pa.nulls(2)) == [None, None]
 
 
-@pytest.mark.parametrize("value, text", [
-    (0.0, "0"), (-0.0, "-0"), (1.0, "1"), (2.5, "2.5"), (0.1, "0.1"), (1 / 3, "0.3333333333333333"),
-    (1e14, "100000000000000"), (1e15, "1e+15"), (123456789012345.6, "123456789012345.6"),
-    (1e-4, "0.0001"), (1e-5, "1e-05"), (1.5e-7, "1.5e-07"), (1e300, "1e+300"), (-2.5e-310, "-2.5e-310"),
-    (float("nan"), "NaN"), (float("inf"), "Infinity"), (float("-inf"), "-Infinity"),
-])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (0.0, "0"),
+        (-0.0, "-0"),
+        (1.0, "1"),
+        (2.5, "2.5"),
+        (0.1, "0.1"),
+        (1 / 3, "0.3333333333333333"),
+        (1e14, "100000000000000"),
+        (1e15, "1e+15"),
+        (123456789012345.6, "123456789012345.6"),
+        (1e-4, "0.0001"),
+        (1e-5, "1e-05"),
+        (1.5e-7, "1.5e-07"),
+        (1e300, "1e+300"),
+        (-2.5e-310, "-2.5e-310"),
+        (float("nan"), "NaN"),
+        (float("inf"), "Infinity"),
+        (float("-inf"), "-Infinity"),
+    ],
+)
 def test_float8out(value, text):
     assert format_float(value) == text
     assert texts([value], pa.float64()) == [text]  # the vectorised path agrees
 
 
-@pytest.mark.parametrize("value, text", [
-    (1.0, "1"), (0.1, "0.1"), (123456.0, "123456"), (1234567.0, "1.234567e+06"), (3.4028235e38, "3.4028235e+38"),
-    (1e-5, "1e-05"),
-])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (1.0, "1"),
+        (0.1, "0.1"),
+        (123456.0, "123456"),
+        (1234567.0, "1.234567e+06"),
+        (3.4028235e38, "3.4028235e+38"),
+        (1e-5, "1e-05"),
+    ],
+)
 def test_float4out(value, text):
     assert format_float(value, single=True) == text
     assert texts([value], pa.float32()) == [text]
@@ -52,8 +75,9 @@ def test_float_round_trips_exactly():
 
 
 def test_numeric_keeps_its_scale_without_exponent():
-    assert texts([decimal.Decimal("1.50"), decimal.Decimal("0E-10"), decimal.Decimal("12300"), None],
-                 pa.decimal128(20, 10)) == ["1.5000000000", "0.0000000000", "12300.0000000000", None]
+    assert texts(
+        [decimal.Decimal("1.50"), decimal.Decimal("0E-10"), decimal.Decimal("12300"), None], pa.decimal128(20, 10)
+    ) == ["1.5000000000", "0.0000000000", "12300.0000000000", None]
 
 
 def test_strings_binary_uuid_json():
@@ -79,7 +103,10 @@ def test_dates_and_bc():
 
 def test_times_drop_trailing_zeros():
     assert texts([datetime.time(1, 2, 3), datetime.time(23, 59, 59, 500000), None], pa.time64("us")) == [
-        "01:02:03", "23:59:59.5", None]
+        "01:02:03",
+        "23:59:59.5",
+        None,
+    ]
     assert texts(pa.array([1, 10**9 * 3600 + 10], pa.time64("ns"))) == ["00:00:00.000000001", "01:00:00.00000001"]
 
 
@@ -99,7 +126,10 @@ def test_timestamps_outside_postgresql_s_range():
 
 def test_arrays():
     assert texts([["a b", None, "", "NULL", 'q"', "x\\y", "{}", "plain"], [], None]) == [
-        '{"a b",NULL,"","NULL","q\\"","x\\\\y","{}",plain}', "{}", None]
+        '{"a b",NULL,"","NULL","q\\"","x\\\\y","{}",plain}',
+        "{}",
+        None,
+    ]
     assert texts([[1, 2], [None]], pa.list_(pa.int8())) == ["{1,2}", "{NULL}"]
     assert texts([[[1, 2], [3, 4]]], pa.list_(pa.list_(pa.int8()))) == ["{{1,2},{3,4}}"]
     assert texts([[True]], pa.large_list(pa.bool_())) == ["{t}"]
@@ -112,8 +142,15 @@ def test_arrays_are_rectangular():
         render_column(pa.array([[[1], None]]), "m")
 
 
-@pytest.mark.parametrize("typ", [pa.struct([("a", pa.int8())]), pa.map_(pa.string(), pa.int8()),
-                                 pa.duration("s"), pa.list_(pa.struct([("a", pa.int8())]))])
+@pytest.mark.parametrize(
+    "typ",
+    [
+        pa.struct([("a", pa.int8())]),
+        pa.map_(pa.string(), pa.int8()),
+        pa.duration("s"),
+        pa.list_(pa.struct([("a", pa.int8())])),
+    ],
+)
 def test_types_without_a_text_form_are_refused_naming_the_column(typ):
     with pytest.raises(ValueError, match=r"column 'c': type .* has no PostgreSQL COPY text form"):
         check_type(pa.field("c", typ))

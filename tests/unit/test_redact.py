@@ -9,14 +9,17 @@ import pytest
 from beam_s3_sink.redact import MASK, CredentialRedactor, install, redact
 
 
-@pytest.mark.parametrize("text, secret", [
-    ("<SecretAccessKey>wJalrXUt</SecretAccessKey>", "wJalrXUt"),
-    ("<SessionToken>FwoGZX+/=</SessionToken>", "FwoGZX+/="),
-    ("{'X-Amz-Security-Token': b'FwoGZX'}", "FwoGZX"),
-    ('{"SessionToken": "tok123"}', "tok123"),
-    ("https://h/k?X-Amz-Security-Token=abc%2F&X-Amz-Date=1", "abc%2F"),
-    ("aws_secret_access_key=s3cr3t,", "s3cr3t"),
-])
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("<SecretAccessKey>wJalrXUt</SecretAccessKey>", "wJalrXUt"),
+        ("<SessionToken>FwoGZX+/=</SessionToken>", "FwoGZX+/="),
+        ("{'X-Amz-Security-Token': b'FwoGZX'}", "FwoGZX"),
+        ('{"SessionToken": "tok123"}', "tok123"),
+        ("https://h/k?X-Amz-Security-Token=abc%2F&X-Amz-Date=1", "abc%2F"),
+        ("aws_secret_access_key=s3cr3t,", "s3cr3t"),
+    ],
+)
 def test_secrets_are_masked(text, secret):
     cleaned = redact(text)
     assert secret not in cleaned and MASK in cleaned
@@ -36,8 +39,10 @@ def test_the_filter_rewrites_the_record(caplog):
             logger.debug("no secret %d", 1)
     finally:
         logger.filters.clear()
-    assert [r.getMessage() for r in caplog.records] == ["Response body: b'<SessionToken>***</SessionToken>'",
-                                                        "no secret 1"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "Response body: b'<SessionToken>***</SessionToken>'",
+        "no secret 1",
+    ]
 
 
 def test_install_is_idempotent():

@@ -20,8 +20,9 @@ def test_defaults_of_a_failed_copy():
 
 
 def test_frozen_picklable_and_comparable():
-    result = CopyToResult("s3://b/p", "s1", rows=1, bytes=2, files=(CopiedFile("s3://b/p/f", 1, 2),),
-                          warnings=("could not abort",))
+    result = CopyToResult(
+        "s3://b/p", "s1", rows=1, bytes=2, files=(CopiedFile("s3://b/p/f", 1, 2),), warnings=("could not abort",)
+    )
     assert pickle.loads(pickle.dumps(result)) == result
     with pytest.raises(AttributeError):
         result.rows = 5  # type: ignore[misc]

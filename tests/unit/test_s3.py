@@ -44,9 +44,12 @@ def test_the_parts_complete_into_the_bytes_written(fake_s3, pool):
     for chunk in (b"a", b"bcdef", memoryview(b"ghijk"), bytearray(b"l")):
         out.write(chunk)
     pending = out.finish(rows=1)
-    fake_s3.complete_multipart_upload(Bucket="bucket", Key=KEY, UploadId=pending.upload_id,
-                                      MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e}
-                                                                 for n, e in pending.parts]})
+    fake_s3.complete_multipart_upload(
+        Bucket="bucket",
+        Key=KEY,
+        UploadId=pending.upload_id,
+        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in pending.parts]},
+    )
     assert fake_s3.body(KEY) == b"abcdefghijkl"
 
 
@@ -59,8 +62,7 @@ def test_the_upload_is_created_lazily_and_an_empty_file_gets_one_empty_part(fake
 
 
 def test_create_args_and_part_checksums(fake_s3, pool):
-    out = stream(fake_s3, pool, create_args={"ContentType": "text/csv"},
-                 part_args={"ChecksumAlgorithm": "CRC32C"})
+    out = stream(fake_s3, pool, create_args={"ContentType": "text/csv"}, part_args={"ChecksumAlgorithm": "CRC32C"})
     out.write(b"abcdef")
     pending = out.finish(rows=1)
     assert fake_s3.uploads[pending.upload_id].args == {"ContentType": "text/csv"}
@@ -111,6 +113,7 @@ def test_at_most_max_in_flight_parts_are_pending(fake_s3):
     class Recording:
         def submit(self, fn, *args):
             from concurrent.futures import Future
+
             future = Future()
             queued.append((future, fn, args))
             return future
@@ -150,14 +153,17 @@ def test_listings_follow_every_page(fake_s3):
     assert fake_s3.operations().count("ListObjectsV2") == 3  # pages of two
 
 
-@pytest.mark.parametrize("code, hint", [
-    ("NoSuchBucket", "the bucket does not exist"),
-    ("AccessDenied", "lack the IAM permission s3:ListBucket"),
-    ("InvalidAccessKeyId", "check the credentials"),
-    ("SignatureDoesNotMatch", "secret key does not match"),
-    ("ExpiredToken", "session token has expired"),
-    ("SlowDown", ""),
-])
+@pytest.mark.parametrize(
+    "code, hint",
+    [
+        ("NoSuchBucket", "the bucket does not exist"),
+        ("AccessDenied", "lack the IAM permission s3:ListBucket"),
+        ("InvalidAccessKeyId", "check the credentials"),
+        ("SignatureDoesNotMatch", "secret key does not match"),
+        ("ExpiredToken", "session token has expired"),
+        ("SlowDown", ""),
+    ],
+)
 def test_describe_error_hints(code, hint):
     text = describe_error(client_error(code, "ListObjectsV2", "msg"), "ListObjectsV2", "b", "p/")
     assert text.startswith(f"S3 refused ListObjectsV2 on s3://b/p/: {code} (msg)") and hint in text
@@ -181,7 +187,7 @@ def test_error_code():
 def test_retry_counter_counts_attempts_after_the_first():
     fake = FakeS3()
     counter = RetryCounter.attach(fake)
-    (event, handler), = fake.meta.events.handlers
+    ((event, handler),) = fake.meta.events.handlers
     assert event == "request-created.s3"
     for attempt in (1, 2, 3, 1):
         handler(request=SimpleNamespace(context={"retries": {"attempt": attempt}}), operation_name="UploadPart")

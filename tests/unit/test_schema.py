@@ -37,11 +37,14 @@ def test_given_schema_is_used_as_it_is():
     assert resolve_schema(schema, Order) is schema
 
 
-@pytest.mark.parametrize("schema, error, says", [
-    ("not a schema", TypeError, "must be a pyarrow.Schema"),
-    (pa.schema([]), ValueError, "no columns"),
-    (pa.schema([("a", pa.int8()), ("a", pa.int8())]), ValueError, "repeats a column"),
-])
+@pytest.mark.parametrize(
+    "schema, error, says",
+    [
+        ("not a schema", TypeError, "must be a pyarrow.Schema"),
+        (pa.schema([]), ValueError, "no columns"),
+        (pa.schema([("a", pa.int8()), ("a", pa.int8())]), ValueError, "repeats a column"),
+    ],
+)
 def test_bad_schemas(schema, error, says):
     with pytest.raises(error, match=says):
         resolve_schema(schema, None)
@@ -99,13 +102,30 @@ def test_as_mapping():
 
 
 def test_rows_to_batch_converts_every_type():
-    schema = pa.schema([("i", pa.int16()), ("s", pa.string()), ("d", pa.decimal128(5, 2)),
-                        ("t", pa.timestamp("us", tz="UTC")), ("j", pa.json_()), ("u", pa.uuid()),
-                        ("l", pa.list_(pa.int8()))])
+    schema = pa.schema(
+        [
+            ("i", pa.int16()),
+            ("s", pa.string()),
+            ("d", pa.decimal128(5, 2)),
+            ("t", pa.timestamp("us", tz="UTC")),
+            ("j", pa.json_()),
+            ("u", pa.uuid()),
+            ("l", pa.list_(pa.int8())),
+        ]
+    )
     u = uuid.uuid4()
-    rows = [{"i": 1, "s": "a", "d": decimal.Decimal("1.50"), "t": Timestamp(seconds=1),
-             "j": {"k": 1}, "u": str(u), "l": [1, None]},
-            {"i": None}]
+    rows = [
+        {
+            "i": 1,
+            "s": "a",
+            "d": decimal.Decimal("1.50"),
+            "t": Timestamp(seconds=1),
+            "j": {"k": 1},
+            "u": str(u),
+            "l": [1, None],
+        },
+        {"i": None},
+    ]
     batch = rows_to_batch(rows, schema)
     assert batch.schema == schema and batch.num_rows == 2
     first = batch.to_pylist()[0]
@@ -120,17 +140,28 @@ def test_struct_column_of_beam_rows():
     assert batch.column(0).to_pylist() == [{"x": 1}, {"x": 2}]
 
 
-@pytest.mark.parametrize("schema, row, says", [
-    (pa.schema([("a", pa.int8())]), {"a": 1, "b": 2}, r"columns that are not in the schema: \['b'\]"),
-    (pa.schema([("a", pa.int8())]), {"a": 300}, "column 'a' expects int8, but a row holds 300 .*out of range: int8 holds -128 to 127"),
-    (pa.schema([("a", pa.uint8())]), {"a": -1}, "out of range: uint8 holds 0 to 255"),
-    (pa.schema([("a", pa.int64())]), {"a": "x"}, "column 'a' expects int64, but a row holds 'x' \\(str\\)"),
-    (pa.schema([("d", pa.decimal128(5, 2))]), {"d": decimal.Decimal("1.234")}, "3 digits after the point"),
-    (pa.schema([("d", pa.decimal128(5, 2))]), {"d": decimal.Decimal("12345")}, "5 digits before the point; decimal\\(5, 2\\) holds at most 3"),
-    (pa.schema([pa.field("a", pa.int8(), nullable=False)]), {"a": None}, "not nullable, but it is NULL"),
-    (pa.schema([pa.field("a", pa.int8(), nullable=False)]), {}, "not nullable, but it is missing"),
-    (pa.schema([("j", pa.json_())]), {"j": "{bad"}, "column 'j' expects extension<arrow.json>.*does not parse"),
-])
+@pytest.mark.parametrize(
+    "schema, row, says",
+    [
+        (pa.schema([("a", pa.int8())]), {"a": 1, "b": 2}, r"columns that are not in the schema: \['b'\]"),
+        (
+            pa.schema([("a", pa.int8())]),
+            {"a": 300},
+            "column 'a' expects int8, but a row holds 300 .*out of range: int8 holds -128 to 127",
+        ),
+        (pa.schema([("a", pa.uint8())]), {"a": -1}, "out of range: uint8 holds 0 to 255"),
+        (pa.schema([("a", pa.int64())]), {"a": "x"}, "column 'a' expects int64, but a row holds 'x' \\(str\\)"),
+        (pa.schema([("d", pa.decimal128(5, 2))]), {"d": decimal.Decimal("1.234")}, "3 digits after the point"),
+        (
+            pa.schema([("d", pa.decimal128(5, 2))]),
+            {"d": decimal.Decimal("12345")},
+            "5 digits before the point; decimal\\(5, 2\\) holds at most 3",
+        ),
+        (pa.schema([pa.field("a", pa.int8(), nullable=False)]), {"a": None}, "not nullable, but it is NULL"),
+        (pa.schema([pa.field("a", pa.int8(), nullable=False)]), {}, "not nullable, but it is missing"),
+        (pa.schema([("j", pa.json_())]), {"j": "{bad"}, "column 'j' expects extension<arrow.json>.*does not parse"),
+    ],
+)
 def test_row_errors_name_the_column_and_the_value(schema, row, says):
     with pytest.raises(RowError, match=says):
         rows_to_batch([row], schema)
@@ -145,8 +176,10 @@ def test_long_values_are_shortened_in_errors():
 def test_schema_to_json():
     files = pa.schema([pa.field("k", pa.string()), pa.field("n", pa.int64(), nullable=False)])
     source = pa.schema([pa.field("k", pa.uuid()), pa.field("n", pa.int64(), nullable=False)])
-    assert schema_to_json(files) == [{"name": "k", "type": "string", "nullable": True},
-                                     {"name": "n", "type": "int64", "nullable": False}]
+    assert schema_to_json(files) == [
+        {"name": "k", "type": "string", "nullable": True},
+        {"name": "n", "type": "int64", "nullable": False},
+    ]
     assert schema_to_json(files, source)[0]["source_type"] == "extension<arrow.uuid>"
     assert "source_type" not in schema_to_json(files, source)[1]
 
@@ -154,11 +187,21 @@ def test_schema_to_json():
 def test_extension_types_nested_in_lists_structs_and_maps():
     """pyarrow builds no nested extension array from Python values; rows_to_batch does."""
     u = uuid.uuid4()
-    schema = pa.schema([("l", pa.list_(pa.uuid())), ("s", pa.struct([("d", pa.json_()), ("k", pa.uuid())])),
-                        ("m", pa.map_(pa.string(), pa.uuid())), ("f", pa.list_(pa.json_(), 1))])
+    schema = pa.schema(
+        [
+            ("l", pa.list_(pa.uuid())),
+            ("s", pa.struct([("d", pa.json_()), ("k", pa.uuid())])),
+            ("m", pa.map_(pa.string(), pa.uuid())),
+            ("f", pa.list_(pa.json_(), 1)),
+        ]
+    )
     batch = rows_to_batch([{"l": [u, None], "s": {"d": {"a": 1}, "k": str(u)}, "m": {"x": u}, "f": [[1]]}, {}], schema)
     assert batch.schema == schema
-    assert batch.to_pylist() == [{"l": [u, None], "s": {"d": '{"a":1}', "k": u}, "m": [("x", u)], "f": ["[1]"]},
-                                 {"l": None, "s": None, "m": None, "f": None}]
-    with pytest.raises(RowError, match=r"column 'l' expects list<item: extension<arrow.uuid>>, but a row holds \['nope'\]"):
+    assert batch.to_pylist() == [
+        {"l": [u, None], "s": {"d": '{"a":1}', "k": u}, "m": [("x", u)], "f": ["[1]"]},
+        {"l": None, "s": None, "m": None, "f": None},
+    ]
+    with pytest.raises(
+        RowError, match=r"column 'l' expects list<item: extension<arrow.uuid>>, but a row holds \['nope'\]"
+    ):
         rows_to_batch([{"l": ["nope"]}], schema)

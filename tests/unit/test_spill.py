@@ -43,9 +43,12 @@ def test_rows_that_do_not_convert_travel_as_themselves():
 def test_every_row_reaches_exactly_one_blob():
     rows = [{"id": i, "name": str(i)} for i in range(3000)]
     with pipeline() as p:
-        out = (p | beam.Create(rows)
-                 | beam.ParDo(SpillFn(SCHEMA, blob_bytes=4096, group_bytes=16384))
-                 | beam.FlatMap(lambda pair: rows_of(pair[1])))
+        out = (
+            p
+            | beam.Create(rows)
+            | beam.ParDo(SpillFn(SCHEMA, blob_bytes=4096, group_bytes=16384))
+            | beam.FlatMap(lambda pair: rows_of(pair[1]))
+        )
         assert_that(out, equal_to(rows))
 
 
@@ -57,20 +60,26 @@ def test_keys_change_every_group_bytes():
         assert counts[0] >= 6, f"{counts[0]} keys"
 
     with pipeline() as p:
-        keys = (p | beam.Create(rows)
-                  | beam.ParDo(SpillFn(SCHEMA, blob_bytes=4096, group_bytes=16384))
-                  | beam.Keys()
-                  | beam.Distinct()
-                  | beam.combiners.Count.Globally())
+        keys = (
+            p
+            | beam.Create(rows)
+            | beam.ParDo(SpillFn(SCHEMA, blob_bytes=4096, group_bytes=16384))
+            | beam.Keys()
+            | beam.Distinct()
+            | beam.combiners.Count.Globally()
+        )
         assert_that(keys, at_least_six)
 
 
 def test_arrow_elements_and_bad_rows_are_shipped():
     batch = pa.record_batch({"name": ["t"], "id": pa.array([5], pa.int32())})
     with pipeline() as p:
-        out = (p | beam.Create([{"id": 1, "name": "a"}, batch, {"id": "bad", "name": "b"}, 42], reshuffle=False)
-                 | beam.ParDo(SpillFn(SCHEMA))
-                 | beam.FlatMap(lambda pair: rows_of(pair[1])))
+        out = (
+            p
+            | beam.Create([{"id": 1, "name": "a"}, batch, {"id": "bad", "name": "b"}, 42], reshuffle=False)
+            | beam.ParDo(SpillFn(SCHEMA))
+            | beam.FlatMap(lambda pair: rows_of(pair[1]))
+        )
         assert_that(out, equal_to([{"id": 1, "name": "a"}, {"id": 5, "name": "t"}, {"id": "bad", "name": "b"}, 42]))
 
 
@@ -84,10 +93,13 @@ def spilled_writer(fake_s3, monkeypatch):
 
 
 def test_the_writer_of_a_key_writes_its_blobs_into_pending_files(fake_s3, spilled_writer):
-    blobs = [encode_blob([pa.record_batch([[1], ["a"]], schema=SCHEMA)], SCHEMA), spill._encode_rows([{"id": 2, "name": "b"}])]
-    report, = spilled_writer.process(("key", blobs), InitOutcome())
+    blobs = [
+        encode_blob([pa.record_batch([[1], ["a"]], schema=SCHEMA)], SCHEMA),
+        spill._encode_rows([{"id": 2, "name": "b"}]),
+    ]
+    (report,) = spilled_writer.process(("key", blobs), InitOutcome())
     assert report.error is None and report.rows == 2 and fake_s3.keys() == []
-    pending, = report.files
+    (pending,) = report.files
     assert CopyKeys(S3Location("bucket", "p"), "s1").is_data_file(pending.key)
     assert fake_s3.uploads[pending.upload_id].parts[1][1] == b"1,a\n2,b\n"
 
@@ -98,5 +110,5 @@ def test_the_writer_writes_nothing_when_init_failed(fake_s3, spilled_writer):
 
 
 def test_a_bad_row_in_a_blob_is_the_report_error(spilled_writer):
-    report, = spilled_writer.process(("key", [spill._encode_rows([{"id": "x", "name": "b"}])]), InitOutcome())
+    (report,) = spilled_writer.process(("key", [spill._encode_rows([{"id": "x", "name": "b"}])]), InitOutcome())
     assert "column 'id' expects int64, but a row holds 'x'" in report.error

@@ -26,22 +26,41 @@ def test_counts_over_batches():
 
 
 def test_values_are_json_ready():
-    batch = pa.record_batch({
-        "d": [datetime.date(2024, 1, 2), datetime.date(2023, 5, 6)],
-        "t": pa.array([datetime.datetime(2024, 1, 1, 12)] * 2, pa.timestamp("us")),
-        "dec": pa.array([decimal.Decimal("1.50"), decimal.Decimal("-2.25")], pa.decimal128(5, 2)),
-        "b": [True, False],
-        "inf": [float("inf"), 1.0],
-    })
-    assert counted(batch) == {"d": (0, "2023-05-06", "2024-01-02"), "t": (0, "2024-01-01T12:00:00", "2024-01-01T12:00:00"),
-                              "dec": (0, "-2.25", "1.50"), "b": (0, False, True), "inf": (0, 1.0, "inf")}
+    batch = pa.record_batch(
+        {
+            "d": [datetime.date(2024, 1, 2), datetime.date(2023, 5, 6)],
+            "t": pa.array([datetime.datetime(2024, 1, 1, 12)] * 2, pa.timestamp("us")),
+            "dec": pa.array([decimal.Decimal("1.50"), decimal.Decimal("-2.25")], pa.decimal128(5, 2)),
+            "b": [True, False],
+            "inf": [float("inf"), 1.0],
+        }
+    )
+    assert counted(batch) == {
+        "d": (0, "2023-05-06", "2024-01-02"),
+        "t": (0, "2024-01-01T12:00:00", "2024-01-01T12:00:00"),
+        "dec": (0, "-2.25", "1.50"),
+        "b": (0, False, True),
+        "inf": (0, 1.0, "inf"),
+    }
 
 
 def test_no_min_max_for_long_text_binary_nested_only_nan_or_all_null():
-    batch = pa.record_batch({"long": ["x" * (MAX_TEXT + 1), "a"], "bin": [b"a", None], "l": [[1], None],
-                             "nan": [float("nan"), float("nan")], "null": pa.array([None, None], pa.int8())})
-    assert counted(batch) == {"long": (0, "a", None), "bin": (1, None, None), "l": (1, None, None),
-                              "nan": (0, None, None), "null": (2, None, None)}
+    batch = pa.record_batch(
+        {
+            "long": ["x" * (MAX_TEXT + 1), "a"],
+            "bin": [b"a", None],
+            "l": [[1], None],
+            "nan": [float("nan"), float("nan")],
+            "null": pa.array([None, None], pa.int8()),
+        }
+    )
+    assert counted(batch) == {
+        "long": (0, "a", None),
+        "bin": (1, None, None),
+        "l": (1, None, None),
+        "nan": (0, None, None),
+        "null": (2, None, None),
+    }
 
 
 def test_parquet_footer_stats_over_row_groups():
@@ -61,7 +80,9 @@ def test_parquet_footer_of_a_file_without_rows_names_every_column():
 
 def test_json_round_trip():
     stats = (ColumnStats("a", 1, 0, 9), ColumnStats("b", 0))
-    assert stats_json(stats) == {"a": {"null_count": 1, "min": 0, "max": 9},
-                                 "b": {"null_count": 0, "min": None, "max": None}}
+    assert stats_json(stats) == {
+        "a": {"null_count": 1, "min": 0, "max": 9},
+        "b": {"null_count": 0, "min": None, "max": None},
+    }
     assert stats_from_json(stats_json(stats)) == stats
     assert stats_from_json(None) == ()

@@ -23,8 +23,10 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 ROWS = [{"id": i, "name": f"n{i}"} for i in range(20)]
 
 
-@pytest.mark.parametrize("size, nbytes", [(4096, 4096), ("1MiB", 2**20), ("2 MB", 2 * 10**6), ("1.5kb", 1500),
-                                          ("256MB", 256 * 10**6), ("3GiB", 3 * 2**30)])
+@pytest.mark.parametrize(
+    "size, nbytes",
+    [(4096, 4096), ("1MiB", 2**20), ("2 MB", 2 * 10**6), ("1.5kb", 1500), ("256MB", 256 * 10**6), ("3GiB", 3 * 2**30)],
+)
 def test_parse_size(size, nbytes):
     assert parse_size(size) == nbytes
 
@@ -35,16 +37,19 @@ def test_parse_size_refuses(size):
         parse_size(size)
 
 
-@pytest.mark.parametrize("kwargs, error, says", [
-    (dict(uri="gs://b/p"), ValueError, "not an S3 URI"),
-    (dict(format="orc"), ValueError, "unknown format 'orc'"),
-    (dict(max_file_size=100), ValueError, "at least 1024 bytes"),
-    (dict(sink_id="a b"), ValueError, "sink_id"),
-    (dict(s3={"endpoint_url": "x"}), TypeError, "s3 must be an S3Config"),
-    (dict(if_exists="overwrite"), ValueError, "if_exists"),
-    (dict(num_batches=0), ValueError, "num_batches must be an int from 1 to 10000"),
-    (dict(partition_by=("a", "a")), ValueError, "repeats a column"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, says",
+    [
+        (dict(uri="gs://b/p"), ValueError, "not an S3 URI"),
+        (dict(format="orc"), ValueError, "unknown format 'orc'"),
+        (dict(max_file_size=100), ValueError, "at least 1024 bytes"),
+        (dict(sink_id="a b"), ValueError, "sink_id"),
+        (dict(s3={"endpoint_url": "x"}), TypeError, "s3 must be an S3Config"),
+        (dict(if_exists="overwrite"), ValueError, "if_exists"),
+        (dict(num_batches=0), ValueError, "num_batches must be an int from 1 to 10000"),
+        (dict(partition_by=("a", "a")), ValueError, "repeats a column"),
+    ],
+)
 def test_bad_arguments_fail_at_construction(kwargs, error, says):
     args = dict(uri="s3://bucket/p", schema=SCHEMA)
     args.update(kwargs)
@@ -64,15 +69,22 @@ def test_schema_problems_fail_when_the_pipeline_is_built():
             _ = p | beam.Create([{"id": 1}]) | CopyToS3("s3://bucket/p", s3=S3Config())
     with pytest.raises(ValueError, match="type struct"):
         with pipeline() as p:
-            _ = p | beam.Create([{"s": {"a": 1}}]) | CopyToS3(
-                "s3://bucket/p", format="csv", s3=S3Config(), schema=pa.schema([("s", pa.struct([("a", pa.int8())]))]))
+            _ = (
+                p
+                | beam.Create([{"s": {"a": 1}}])
+                | CopyToS3(
+                    "s3://bucket/p",
+                    format="csv",
+                    s3=S3Config(),
+                    schema=pa.schema([("s", pa.struct([("a", pa.int8())]))]),
+                )
+            )
 
 
 def test_max_file_size_needs_few_enough_parts():
     with pytest.raises(ValueError, match="needs more than 10000 parts"):
         with pipeline() as p:
-            _ = p | beam.Create(ROWS) | CopyToS3("s3://bucket/p", schema=SCHEMA, s3=S3Config(),
-                                                  max_file_size="100GiB")
+            _ = p | beam.Create(ROWS) | CopyToS3("s3://bucket/p", schema=SCHEMA, s3=S3Config(), max_file_size="100GiB")
 
 
 @pytest.fixture
@@ -89,9 +101,9 @@ def copy(fake_s3, monkeypatch):
 
 
 def test_a_csv_copy_end_to_end(fake_s3, copy):
-    result, = copy(ROWS, format=CsvFormat(header=True), schema=SCHEMA, sink_id="s1")
+    (result,) = copy(ROWS, format=CsvFormat(header=True), schema=SCHEMA, sink_id="s1")
     assert result.ok and result.rows == 20 and len(result.files) == 1
-    key = result.files[0].uri[len("s3://bucket/"):]
+    key = result.files[0].uri[len("s3://bucket/") :]
     assert fake_s3.keys() == sorted([key, "exports/_s1-manifest.json"])  # no sentinel, no claim
     lines = fake_s3.body(key).decode().splitlines()
     assert lines[0] == "id,name" and sorted(lines[1:]) == sorted(f"{r['id']},{r['name']}" for r in ROWS)
@@ -100,29 +112,30 @@ def test_a_csv_copy_end_to_end(fake_s3, copy):
 
 
 def test_num_batches_writes_the_same_keys_each_run(fake_s3, copy):
-    first, = copy(ROWS, format="csv", schema=SCHEMA, sink_id="s1", num_batches=3)
+    (first,) = copy(ROWS, format="csv", schema=SCHEMA, sink_id="s1", num_batches=3)
     assert first.ok and first.rows == 20 and all("-batch-" in f.uri for f in first.files)
-    files = {f.uri: fake_s3.body(f.uri[len("s3://bucket/"):]) for f in first.files}
+    files = {f.uri: fake_s3.body(f.uri[len("s3://bucket/") :]) for f in first.files}
     fake_s3.objects.clear()
-    again, = copy(ROWS, format="csv", schema=SCHEMA, sink_id="s1", num_batches=3)
-    assert {f.uri: fake_s3.body(f.uri[len("s3://bucket/"):]) for f in again.files} == files
+    (again,) = copy(ROWS, format="csv", schema=SCHEMA, sink_id="s1", num_batches=3)
+    assert {f.uri: fake_s3.body(f.uri[len("s3://bucket/") :]) for f in again.files} == files
 
 
 def test_a_bad_row_fails_the_copy_and_leaves_no_data(fake_s3, copy):
-    result, = copy(ROWS + [{"id": "x", "name": "bad"}], format="csv", schema=SCHEMA, sink_id="s1",
-                   fail_on_error=False)
+    (result,) = copy(
+        ROWS + [{"id": "x", "name": "bad"}], format="csv", schema=SCHEMA, sink_id="s1", fail_on_error=False
+    )
     assert not result.ok and "column 'id' expects int64, but a row holds 'x'" in result.error
     assert fake_s3.keys() == ["exports/_s1-INCOMPLETE"] and fake_s3.uploads == {}
 
 
 def test_a_foreign_object_stops_the_copy_before_any_upload(fake_s3, copy):
     fake_s3.put_object(Bucket="bucket", Key="exports/theirs.csv", Body=b"")
-    result, = copy(ROWS, format="csv", schema=SCHEMA, fail_on_error=False)
+    (result,) = copy(ROWS, format="csv", schema=SCHEMA, fail_on_error=False)
     assert "is not empty" in result.error
     assert "CreateMultipartUpload" not in fake_s3.operations()
 
 
 def test_a_dry_run_makes_no_request(fake_s3, copy):
-    result, = copy(ROWS + [{"id": 1, "name": "nul\x00"}], format="csv", schema=SCHEMA, validate_only=True)
+    (result,) = copy(ROWS + [{"id": 1, "name": "nul\x00"}], format="csv", schema=SCHEMA, validate_only=True)
     assert result.dry_run and result.rows == 21 and result.invalid_rows == 1
     assert "NUL" in result.invalid[0] and fake_s3.calls == []

@@ -34,7 +34,7 @@ def bundle(fn, rows, outcome=InitOutcome()):
 
 
 def test_one_report_per_bundle_with_pending_files_only(fake_s3, upload_fn):
-    report, = bundle(upload_fn, [{"id": 1, "day": "a"}, {"id": 2, "day": "b"}])
+    (report,) = bundle(upload_fn, [{"id": 1, "day": "a"}, {"id": 2, "day": "b"}])
     assert report.error is None and report.rows == 2
     assert sorted(f.key.split("/")[1] for f in report.files) == ["day=a", "day=b"]
     assert all(KEYS.is_data_file(f.key) for f in report.files)
@@ -42,8 +42,8 @@ def test_one_report_per_bundle_with_pending_files_only(fake_s3, upload_fn):
 
 
 def test_each_bundle_names_its_files_with_a_fresh_token(upload_fn):
-    first, = bundle(upload_fn, [{"id": 1, "day": "a"}])
-    second, = bundle(upload_fn, [{"id": 1, "day": "a"}])
+    (first,) = bundle(upload_fn, [{"id": 1, "day": "a"}])
+    (second,) = bundle(upload_fn, [{"id": 1, "day": "a"}])
     assert first.files[0].key != second.files[0].key
 
 

@@ -28,9 +28,13 @@ def test_merge_sums_and_keeps_the_first_few_sorted():
 
 def check(rows, fmt=CsvFormat(), layout=Layout()):
     with pipeline() as p:
-        reports = collected(p | beam.Create(rows, reshuffle=False) | beam.ParDo(ValidateFn(fmt, SCHEMA, layout))
-                            | beam.CombineGlobally(MergeValidation()))
-    report, = reports
+        reports = collected(
+            p
+            | beam.Create(rows, reshuffle=False)
+            | beam.ParDo(ValidateFn(fmt, SCHEMA, layout))
+            | beam.CombineGlobally(MergeValidation())
+        )
+    (report,) = reports
     return report
 
 
@@ -43,8 +47,9 @@ def test_bad_rows_are_counted_and_named_with_their_position():
 
 
 def test_partition_values_are_checked():
-    report = check([{"id": 1, "day": None}, {"id": 2, "day": 5}], fmt=ParquetFormat(),
-                   layout=Layout(partition_by=("day",)))
+    report = check(
+        [{"id": 1, "day": None}, {"id": 2, "day": 5}], fmt=ParquetFormat(), layout=Layout(partition_by=("day",))
+    )
     assert (report.rows, report.invalid_rows) == (2, 1)  # NULL is the default partition; 5 is no string
     assert "row 1: RowError: partition column 'day' expects string, but a row holds 5" in report.invalid[0]
 
@@ -59,7 +64,15 @@ def test_arrow_batches_are_checked_whole_then_row_by_row():
 def test_the_result_of_a_dry_run():
     keys = CopyKeys(S3Location("b", "p"), "s1")
     with pipeline() as p:
-        out = (p | beam.Create([ValidationReport(10, 1, ("bundle x, row 3: bad",))])
-                 | beam.ParDo(ReportValidationFn(keys)) | beam.Map(lambda r: (r.dry_run, r.rows, r.ok, r.error)))
-        assert_that(out, equal_to([(True, 10, False,
-                                    "dry run: 1 of 10 row(s) would fail the copy; the first: bundle x, row 3: bad")]))
+        out = (
+            p
+            | beam.Create([ValidationReport(10, 1, ("bundle x, row 3: bad",))])
+            | beam.ParDo(ReportValidationFn(keys))
+            | beam.Map(lambda r: (r.dry_run, r.rows, r.ok, r.error))
+        )
+        assert_that(
+            out,
+            equal_to(
+                [(True, 10, False, "dry run: 1 of 10 row(s) would fail the copy; the first: bundle x, row 3: bad")]
+            ),
+        )

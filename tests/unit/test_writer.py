@@ -29,6 +29,7 @@ def pool():
 def writer(fake, pool, fmt=CsvFormat(), max_file_size=2**30, layout=Layout(), schema=SCHEMA, **kwargs):
     def name(directory, number):
         return (f"p/{directory}/" if directory else "p/") + f"file-{number:04d}.{fmt.extension}"
+
     return FileWriter(fake, pool, CONFIG, fmt, schema, max_file_size, "bucket", name, layout, **kwargs)
 
 
@@ -36,9 +37,12 @@ def complete(fake: FakeS3, report):
     """Complete every pending file of ``report``; return {key: bytes}."""
     out = {}
     for pending in report.files:
-        fake.complete_multipart_upload(Bucket="bucket", Key=pending.key, UploadId=pending.upload_id,
-                                       MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e}
-                                                                  for n, e in pending.parts]})
+        fake.complete_multipart_upload(
+            Bucket="bucket",
+            Key=pending.key,
+            UploadId=pending.upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in pending.parts]},
+        )
         out[pending.key] = fake.body(pending.key)
     return out
 
@@ -57,7 +61,7 @@ def test_data_files_get_the_format_content_type(fake_s3, pool):
     w = writer(fake_s3, pool)
     w.add({"id": 1, "name": "a"})
     w.finish()
-    upload, = fake_s3.uploads.values()
+    (upload,) = fake_s3.uploads.values()
     assert upload.args["ContentType"] == "text/csv"
 
 
@@ -85,7 +89,7 @@ def test_parquet_files_open_and_carry_stats(fake_s3, pool):
     for i in range(100):
         w.add({"id": i, "name": str(i)})
     report = w.finish()
-    body, = complete(fake_s3, report).values()
+    (body,) = complete(fake_s3, report).values()
     table = pq.read_table(io.BytesIO(body))
     assert table.num_rows == 100 and table.column("id").to_pylist() == list(range(100))
     stats = {s.column: s for s in report.files[0].stats}
@@ -98,8 +102,11 @@ def test_partitions_get_their_own_files(fake_s3, pool):
     for i, day in enumerate(["a", "b", "a", None]):
         w.add({"id": i, "day": day})
     bodies = complete(fake_s3, w.finish())
-    assert bodies == {"p/day=a/file-0001.csv": b"0\n2\n", "p/day=b/file-0001.csv": b"1\n",
-                      "p/day=__HIVE_DEFAULT_PARTITION__/file-0001.csv": b"3\n"}
+    assert bodies == {
+        "p/day=a/file-0001.csv": b"0\n2\n",
+        "p/day=b/file-0001.csv": b"1\n",
+        "p/day=__HIVE_DEFAULT_PARTITION__/file-0001.csv": b"3\n",
+    }
 
 
 def test_at_most_max_open_files(fake_s3, pool):
@@ -111,8 +118,12 @@ def test_at_most_max_open_files(fake_s3, pool):
         most = max(most, w.open_files)
     bodies = complete(fake_s3, w.finish())
     assert most == 1
-    assert sorted(bodies) == ["p/day=a/file-0001.csv", "p/day=a/file-0002.csv",
-                              "p/day=b/file-0001.csv", "p/day=b/file-0002.csv"]
+    assert sorted(bodies) == [
+        "p/day=a/file-0001.csv",
+        "p/day=a/file-0002.csv",
+        "p/day=b/file-0001.csv",
+        "p/day=b/file-0002.csv",
+    ]
 
 
 def test_arrow_batches_are_conformed_and_written(fake_s3, pool):
@@ -181,5 +192,5 @@ def test_nested_uuids_reach_a_parquet_file(fake_s3, pool):
     schema = pa.schema([("id", pa.int64()), ("keys", pa.list_(pa.uuid()))])
     w = writer(fake_s3, pool, fmt=ParquetFormat(), schema=schema)
     w.add({"id": 1, "keys": [u, None]})
-    body, = complete(fake_s3, w.finish()).values()
+    (body,) = complete(fake_s3, w.finish()).values()
     assert pq.read_table(io.BytesIO(body)).to_pylist() == [{"id": 1, "keys": [str(u), None]}]  # compatible: text

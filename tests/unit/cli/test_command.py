@@ -15,20 +15,42 @@ ENDPOINT = "--s3_endpoint_url=http://fake.invalid"
 
 
 def test_a_plan_is_checked_and_writes_nothing():
-    plan = plan_copy(["--source", "generate:10", "--output", "s3://bucket/p", "--format", "csv", "--header",
-                      "--max_file_size", "1MiB", "--sink_id", "s1"])
+    plan = plan_copy(
+        [
+            "--source",
+            "generate:10",
+            "--output",
+            "s3://bucket/p",
+            "--format",
+            "csv",
+            "--header",
+            "--max_file_size",
+            "1MiB",
+            "--sink_id",
+            "s1",
+        ]
+    )
     assert plan.format_name == "csv" and plan.transform.sink_id == "s1" and plan.total_rows == 10
     assert plan.output == "s3://bucket/p"
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--output", "s3://bucket/p"], "--source"),
-    (["--source", "generate:1", "--output", "gs://b/p"], "not an S3 URI"),
-    (["--source", "generate:1", "--output", "s3://bucket/p", "--format", "orc"], "unknown format"),
-    (["--source", "generate:1", "--output", "s3://bucket/p", "--header"], "--header do\\(es\\) not apply to --format parquet"),
-    (["--source", "generate:1", "--output", "s3://bucket/p", "--s3_endpont_url=x"], "unknown flag --s3_endpont_url; did you mean --s3_endpoint_url"),
-    (["--source", "generate:1", "--output", "s3://bucket/p", "--max_file_size", "lots"], "max_file_size"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--output", "s3://bucket/p"], "--source"),
+        (["--source", "generate:1", "--output", "gs://b/p"], "not an S3 URI"),
+        (["--source", "generate:1", "--output", "s3://bucket/p", "--format", "orc"], "unknown format"),
+        (
+            ["--source", "generate:1", "--output", "s3://bucket/p", "--header"],
+            "--header do\\(es\\) not apply to --format parquet",
+        ),
+        (
+            ["--source", "generate:1", "--output", "s3://bucket/p", "--s3_endpont_url=x"],
+            "unknown flag --s3_endpont_url; did you mean --s3_endpoint_url",
+        ),
+        (["--source", "generate:1", "--output", "s3://bucket/p", "--max_file_size", "lots"], "max_file_size"),
+    ],
+)
 def test_usage_errors(argv, says):
     with pytest.raises(UsageError, match=says):
         plan_copy(argv)
@@ -40,8 +62,9 @@ def test_help_names_the_flags():
 
 
 def test_one_line_error():
-    assert one_line_error(RuntimeError("Traceback...\n  File x\nValueError: the real reason [while running 'Copy/Upload']")) == (
-        "ValueError: the real reason")
+    assert one_line_error(
+        RuntimeError("Traceback...\n  File x\nValueError: the real reason [while running 'Copy/Upload']")
+    ) == ("ValueError: the real reason")
 
 
 @pytest.fixture
@@ -54,7 +77,9 @@ def fake_endpoint(fake_s3, monkeypatch):
 
 
 def test_main_copies_and_prints_a_summary(fake_endpoint, capsys):
-    status = main(["--source", "generate:50", "--output", "s3://bucket/o", "--format", "csv", "--sink_id", "s1", ENDPOINT])
+    status = main(
+        ["--source", "generate:50", "--output", "s3://bucket/o", "--format", "csv", "--sink_id", "s1", ENDPOINT]
+    )
     out = capsys.readouterr().out
     assert status == 0 and "50" in out and "s3://bucket/o" in out
     assert "o/_s1-manifest.json" in fake_endpoint.keys()

@@ -13,6 +13,10 @@ def test_the_package_names_the_entry_points():
 
 
 def test_python_dash_m_runs_the_command():
-    bad = subprocess.run([sys.executable, "-m", "beam_s3_sink.cli", "--source", "generate:1"], capture_output=True,
-                         text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "beam_s3_sink.cli", "--source", "generate:1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "--output" in bad.stderr

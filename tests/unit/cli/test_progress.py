@@ -27,7 +27,8 @@ def test_a_counter_without_a_directory_only_counts_metrics():
 
 def test_format_progress():
     assert format_progress(50, 100, 5.0, "rows", False, 50) == (
-        "progress: 50% (50 of 100 rows), 10 rows/s, 5 s elapsed, about 5 s left")
+        "progress: 50% (50 of 100 rows), 10 rows/s, 5 s elapsed, about 5 s left"
+    )
     assert format_progress(3, None, 0.0, "rows", False, 3) == "rows read: 3 (0 rows/s, 0 s)"
     assert format_progress(100, 100, 1.0, "rows", True, 100).startswith("100%|██████████|")
 

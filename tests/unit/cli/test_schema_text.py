@@ -18,17 +18,31 @@ from beam_s3_sink.cli.schema_text import (
 )
 
 
-@pytest.mark.parametrize("text, typ", [
-    ("int64", pa.int64()), ("STRING", pa.string()), ("date", pa.date32()), ("decimal(12,2)", pa.decimal128(12, 2)),
-    ("decimal128( 5 , 0 )", pa.decimal128(5, 0)), ("timestamp[ms]", pa.timestamp("ms")),
-    ("timestamp[us, tz=UTC]", pa.timestamp("us", "UTC")), ("list<item: list<int8>>", pa.list_(pa.list_(pa.int8()))),
-])
+@pytest.mark.parametrize(
+    "text, typ",
+    [
+        ("int64", pa.int64()),
+        ("STRING", pa.string()),
+        ("date", pa.date32()),
+        ("decimal(12,2)", pa.decimal128(12, 2)),
+        ("decimal128( 5 , 0 )", pa.decimal128(5, 0)),
+        ("timestamp[ms]", pa.timestamp("ms")),
+        ("timestamp[us, tz=UTC]", pa.timestamp("us", "UTC")),
+        ("list<item: list<int8>>", pa.list_(pa.list_(pa.int8()))),
+    ],
+)
 def test_parse_type(text, typ):
     assert parse_type(text) == typ
 
 
-@pytest.mark.parametrize("text, says", [("int65", "unknown type 'int65'"), ("decimal(40,2)", "precision must be 1 to 38"),
-                                        ("decimal(3,4)", "at least the scale")])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("int65", "unknown type 'int65'"),
+        ("decimal(40,2)", "precision must be 1 to 38"),
+        ("decimal(3,4)", "at least the scale"),
+    ],
+)
 def test_bad_types(text, says):
     with pytest.raises(SchemaSyntaxError, match=says):
         parse_type(text)
@@ -40,8 +54,15 @@ def test_parse_schema_round_trip():
     assert parse_schema(schema_to_text(schema)) == schema
 
 
-@pytest.mark.parametrize("text, says", [("id:int64,,x:int8", "an empty column"), ("id", "write it as name:type"),
-                                        ("a:int8,a:int8", "a"), ("x:nope", "schema column 'x': unknown type")])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("id:int64,,x:int8", "an empty column"),
+        ("id", "write it as name:type"),
+        ("a:int8,a:int8", "a"),
+        ("x:nope", "schema column 'x': unknown type"),
+    ],
+)
 def test_bad_schemas(text, says):
     with pytest.raises(SchemaSyntaxError, match=says):
         parse_schema(text)
@@ -49,8 +70,9 @@ def test_bad_schemas(text, says):
 
 def test_load_schema_from_a_manifest_file(tmp_path):
     path = tmp_path / "manifest.json"
-    path.write_text(json.dumps({"schema": [{"name": "id", "type": "int64", "nullable": False},
-                                           {"name": "s", "type": "string"}]}))
+    path.write_text(
+        json.dumps({"schema": [{"name": "id", "type": "int64", "nullable": False}, {"name": "s", "type": "string"}]})
+    )
     assert load_schema(str(path)) == pa.schema([pa.field("id", pa.int64(), nullable=False), ("s", pa.string())])
     with pytest.raises(SchemaSyntaxError, match="cannot read the schema file"):
         load_schema(str(tmp_path / "missing.json"))
@@ -60,4 +82,5 @@ def test_load_schema_from_a_manifest_file(tmp_path):
 
 def test_format_schema_aligns_columns():
     assert format_schema(parse_schema("id:int64!,longer_name:string")) == (
-        "  id           int64  not null\n  longer_name  string")
+        "  id           int64  not null\n  longer_name  string"
+    )

@@ -15,8 +15,16 @@ from beam_s3_sink.cli.sources import ReadSource, Source, SourceError, parse_sour
 from ..beam_testing import collected, pipeline
 
 
-@pytest.mark.parametrize("text, kind", [("a/*.csv", "csv"), ("x.tsv.gz", "csv"), ("d/*.ndjson.zst", "jsonl"),
-                                        ("s3://b/p/*.json", "jsonl"), ("f.PARQUET", "parquet")])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("a/*.csv", "csv"),
+        ("x.tsv.gz", "csv"),
+        ("d/*.ndjson.zst", "jsonl"),
+        ("s3://b/p/*.json", "jsonl"),
+        ("f.PARQUET", "parquet"),
+    ],
+)
 def test_parse_source_kinds(text, kind):
     assert parse_source(text) == Source(kind, pattern=text)
 
@@ -56,7 +64,7 @@ def test_generate_has_its_own_schema_and_totals():
 
 def test_read_csv_files_as_tables(tmp_path):
     (tmp_path / "a.csv").write_text("id,b\n1,\\x00ff\n2,\n")
-    (tmp_path / "b.csv").write_text("id,b\n3,\"\"\n")
+    (tmp_path / "b.csv").write_text('id,b\n3,""\n')
     schema = pa.schema([("id", pa.int64()), ("b", pa.binary())])
     with pipeline() as p:
         tables = collected(p | ReadSource(parse_source(str(tmp_path / "*.csv")), schema, RowCounter()))

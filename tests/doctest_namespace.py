@@ -1,4 +1,6 @@
-"""The doctests' namespace: what the package's docstring examples use without making it.
+"""The doctests' namespace (a pytest plugin, `-p tests.doctest_namespace` in pytest.ini; not a root
+conftest.py, which would shadow tests/conftest.py for SDK workers that import `conftest`): what
+the package's docstring examples use without making it.
 
 ``client`` is an in-memory S3 client (``tests/unit/fakes.py``) with one bucket, ``bucket``,
 standing for the boto3 S3 client that the examples talk to; ``pool`` is a thread pool for
