@@ -99,10 +99,10 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class FaultProxy:
-    """A threaded HTTP proxy to ``upstream`` that fails about ``rate`` of the requests.
+    """A threaded HTTP proxy to ``upstream`` that fails about ``rate`` of the requests::
 
-    >>> with FaultProxy("http://127.0.0.1:5000", seed=1, rate=1 / 8) as proxy:  # doctest: +SKIP
-    ...     client = S3Config(endpoint_url=proxy.url, ...).make_client()
+        with FaultProxy("http://127.0.0.1:5000", seed=1, rate=1 / 8) as proxy:
+            client = S3Config(endpoint_url=proxy.url, ...).make_client()
 
     Args:
       upstream: the server's ``http://host:port``.
