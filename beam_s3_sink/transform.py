@@ -33,7 +33,7 @@ network: clients are made on the workers.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import apache_beam as beam
@@ -216,9 +216,8 @@ class CopyToS3(beam.PTransform):
             )
         pipeline = rows.pipeline
         init = pipeline | "Initialize" >> _Initialize(keys, config, self._if_exists, self._errors)
-        reports = rows | "Upload" >> _Upload(
-            keys, config, self._format, schema, self._max_file_size, self._layout, self._num_batches, init
-        )
+        writers = (keys, config, self._format, schema, self._max_file_size, self._layout)
+        reports = rows | "Upload" >> _Upload(writers, schema, self._num_batches, init)
         return reports | "Complete" >> _Complete(keys, config, self._format, schema, self._fail_on_error, init)
 
     def default_label(self) -> str:
@@ -303,23 +302,16 @@ class _Upload(beam.PTransform):
     :class:`~beam_s3_sink.messages.UploadReport` per bundle, spill key or shard out."""
 
     def __init__(
-        self,
-        keys: CopyKeys,
-        config: S3Config,
-        fmt: Format,
-        schema: pa.Schema,
-        max_file_size: int,
-        layout: Layout,
-        num_batches: Optional[int],
-        init: PCollection,
+        self, writers: Tuple[Any, ...], schema: pa.Schema, num_batches: Optional[int], init: PCollection
     ) -> None:
+        """``writers``: the upload DoFns' arguments (keys, S3 config, format, schema, maximum file
+        size, layout), given to whichever upload DoFn the runner and the options call for."""
         super().__init__()
-        self._keys, self._config, self._format, self._schema = keys, config, fmt, schema
-        self._max_file_size, self._layout, self._num_shards, self._init = max_file_size, layout, num_batches, init
+        self._writers, self._schema, self._num_shards, self._init = writers, schema, num_batches, init
 
     def expand(self, rows: PCollection) -> PCollection:
         batched = takes_batches(rows.element_type)  # a batched DoFn's pa.Table batches as they are
-        args = (self._keys, self._config, self._format, self._schema, self._max_file_size, self._layout)
+        args = self._writers
         init = AsSingleton(self._init)
         if self._num_shards is None and not shuffles_spills(rows.pipeline):
             return rows | "Write" >> beam.ParDo((_ArrowUploadFn if batched else _UploadFn)(*args), init)
