@@ -2,6 +2,8 @@
 
 ::
 
+         rows ─▶ Gather ──Gathered──┐  (DirectRunner only: Write is called per Gathered, not per row)
+                                    ▼
     initialization ──InitOutcome──▶ upload (per bundle, spill key or shard) ──UploadReport──▶ CombineGlobally
             │                         (pending files: PendingFile)                                │ one UploadReport
             └─────────────────InitOutcome (side input)───────────────────────────────────▶ completion ──▶ CopyToResult
@@ -12,11 +14,20 @@ All are frozen dataclasses: picklable, comparable, and safe to print (no secrets
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from .results import CopyToResult
 
-__all__ = ["InitOutcome", "PendingFile", "UploadReport"]
+__all__ = ["Gathered", "InitOutcome", "PendingFile", "UploadReport"]
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Consecutive elements of one bundle (rows, or an Arrow batch last), gathered by the
+    upload step's ``Gather`` so that its ``Write``, which reads a side input, is called once
+    per few hundred rows rather than per row (:class:`~beam_s3_sink.upload._GatherFn`)."""
+
+    elements: List[Any]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ It writes Parquet, PostgreSQL ``COPY`` CSV or text, or JSON Lines files (the for
     p ─▶ Initialize (Start: Create([None]) ─▶ Run: _InitializeFn) ───InitOutcome──────────────────────┐
            errors ─AsList─┘                      │ AsSingleton                                       │ AsSingleton
                                                  ▼                                                   ▼
-    rows ─▶ Upload ┬ DirectRunner: Write (per bundle) ──────────────UploadReport*─▶ Complete (Merge ─▶ Run) ─▶ CopyToResult
+    rows ─▶ Upload ┬ DirectRunner: Gather ─▶ Write (per bundle) ────UploadReport*─▶ Complete (Merge ─▶ Run) ─▶ CopyToResult
                    ├ other runners: Spill ─(key, Arrow blob)─▶ Group ─▶ Write ──┘ (one report per spill key)
                    │                (fused upstream, no side input)   (AsSingleton init)
                    └ num_batches: AssignShards ─▶ Group ─▶ Write ──┘ (one report per shard)
@@ -52,7 +52,7 @@ from .layout import DEFAULT_MAX_OPEN_FILES, Layout
 from .schema import resolve_schema
 from .sharding import _AssignShardFn, _ShardUploadFn
 from .spill import _ArrowSpillFn, _SpillFn, _WriteSpilledFn
-from .upload import _UploadFn
+from .upload import _GatherFn, _UploadFn
 from .validate import MergeValidation, _ReportValidationFn, _ValidateFn
 
 __all__ = ["CopyToS3", "parse_size"]
@@ -314,7 +314,9 @@ class _Upload(beam.PTransform):
         args = self._writers
         init = AsSingleton(self._init)
         if self._num_shards is None and not shuffles_spills(rows.pipeline):
-            return rows | "Write" >> beam.ParDo((_ArrowUploadFn if batched else _UploadFn)(*args), init)
+            if batched:
+                return rows | "Write" >> beam.ParDo(_ArrowUploadFn(*args), init)
+            return rows | "Gather" >> beam.ParDo(_GatherFn()) | "Write" >> beam.ParDo(_UploadFn(*args), init)
         if self._num_shards is None:
             return (
                 rows

@@ -9,6 +9,15 @@ uploads, one sequence of files per partition directory (a single sequence withou
     add_batch(RecordBatch) ───────────────────────┘      ≤ 1 row     ≤ max_concurrency parts
       (split by partition with take)                      group       in flight on a pool
 
+The encoder runs on its own thread when the writer is given one (``encode_pool``, as the
+upload DoFns do): pyarrow encodes without holding the GIL, so a bundle's next rows are
+converted, or its next batch read and conformed, while the last one is encoded. At most
+``ENCODE_AHEAD`` batches wait for that thread; only it touches open files, and the caller's
+thread waits for it before finishing, failing, or reporting files (Beam's metrics live in the
+caller's thread)::
+
+    caller: rows ─▶ RecordBatch ─submit─▶ ≤ ENCODE_AHEAD queued ─▶ encode thread: encoder ─▶ parts
+
 A file is closed when it reaches ``max_file_size`` and the sequence's next one is opened.
 With partitions, memory stays bounded however many partitions the rows spread over:
 
@@ -42,11 +51,12 @@ number, so that a rerun writes the same keys).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import io
 import logging
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
 
 import pyarrow as pa
 
@@ -64,6 +74,7 @@ __all__ = ["FileWriter"]
 _log = logging.getLogger(__name__)
 BATCH_BYTES = 4 * 2**20
 MAX_BATCH_ROWS = 16384
+ENCODE_AHEAD = 2  # batches queued for the encode thread when add/add_batch returns, at most
 
 NameFn = Callable[[str, int], str]  # (partition directory, file number) -> key
 
@@ -132,6 +143,7 @@ class FileWriter:
         layout: Layout = Layout(),
         on_file: Callable[[PendingFile], None] = lambda f: None,
         buffer_bytes: int = BATCH_BYTES,
+        encode_pool: Optional[ThreadPoolExecutor] = None,
     ) -> None:
         self._client = client
         self._pool = pool
@@ -152,6 +164,10 @@ class FileWriter:
         self._done: List[PendingFile] = []
         self._current: Optional[_Sequence] = None
         self._unpartitioned: Optional[_Sequence] = None  # the one sequence without partition_by
+        self._encode_pool = encode_pool  # None: encode in the caller's thread
+        self._encoding: Deque["Future[None]"] = collections.deque()
+        self._encode_failed = False  # set by the encode thread: later batches are dropped
+        self._reported = 0  # files of self._done given to on_file
         self.error: Optional[str] = None
 
     def add(self, row: Any) -> None:
@@ -181,6 +197,25 @@ class FileWriter:
         except HANDLED as exc:
             self._fail(exc)
 
+    def add_rows(self, rows: List[Any]) -> None:
+        """:meth:`add` each of ``rows`` (rows or Arrow batches), with one call for a list of
+        dicts when there is no ``partition_by`` (the common case: the upload step's
+        :class:`~beam_s3_sink.messages.Gathered` lists)."""
+        if self.error is not None:
+            return
+        if self._layout.partition_by or set(map(type, rows)) != {dict}:  # one C loop
+            for row in rows:
+                self.add(row)
+            return
+        sequence = self._unpartitioned or self._sequence("")
+        sequence.buffer.extend(rows)
+        self._buffered += len(rows)
+        try:
+            while len(sequence.buffer) >= self._batch_rows:
+                self._flush_rows(sequence, self._batch_rows)
+        except HANDLED as exc:
+            self._fail(exc)
+
     def add_arrow(self, data: Any, source: Optional[str] = None) -> None:
         """Conform a ``RecordBatch`` or ``Table`` to the schema (see :mod:`.arrow_input`) and
         write it with :meth:`add_batch`; a batch that does not fit fails the writer, naming
@@ -207,12 +242,12 @@ class FileWriter:
             if not self._layout.partition_by:
                 sequence = self._unpartitioned or self._sequence("")
                 self._flush_rows(sequence)  # rows buffered before the batch go first
-                self._write_explained(sequence, batch)
+                self._encode(sequence, batch)
                 return
             for directory, part in self._partitions(batch):
                 sequence = self._sequence(directory)
                 self._flush_rows(sequence)
-                self._write_explained(sequence, part)
+                self._encode(sequence, part)
         except HANDLED as exc:
             self._fail(exc)
 
@@ -250,6 +285,45 @@ class FileWriter:
             )
         return out
 
+    # the encode thread ------------------------------------------------------------------
+    def _encode(self, sequence: "_Sequence", batch: pa.RecordBatch) -> None:
+        """Encode ``batch`` into ``sequence``'s files: on the encode thread, waiting while
+        ``ENCODE_AHEAD`` batches are queued (an error of an earlier batch is raised here)."""
+        if self._encode_pool is None:
+            self._write_explained(sequence, batch)
+        else:
+            self._encoding.append(self._encode_pool.submit(self._encode_task, sequence, batch))
+            while len(self._encoding) > ENCODE_AHEAD:
+                self._encoding.popleft().result()
+        self._report_files()
+
+    def _encode_task(self, sequence: "_Sequence", batch: pa.RecordBatch) -> None:
+        if self._encode_failed:  # an earlier batch failed: the caller fails the writer
+            return
+        try:
+            self._write_explained(sequence, batch)
+        except BaseException:
+            self._encode_failed = True
+            raise
+
+    def _drain(self) -> None:
+        """Wait until every submitted batch is encoded; raise the first error among them."""
+        error: Optional[BaseException] = None
+        while self._encoding:
+            try:
+                self._encoding.popleft().result()
+            except BaseException as exc:  # re-raised below, once the thread is idle
+                error = error or exc
+        if error is not None:
+            raise error
+        self._report_files()
+
+    def _report_files(self) -> None:
+        """Give the files closed since the last call to ``on_file`` (in the caller's thread)."""
+        while self._reported < len(self._done):
+            self._reported += 1
+            self._on_file(self._done[self._reported - 1])
+
     def _write_explained(self, sequence: "_Sequence", batch: pa.RecordBatch) -> None:
         try:
             self._write(sequence, batch)
@@ -270,7 +344,10 @@ class FileWriter:
             try:
                 for sequence in self._sequences.values():
                     self._flush_rows(sequence)
+                self._drain()
+                for sequence in self._sequences.values():
                     self._close_file(sequence)
+                self._report_files()
             except HANDLED as exc:
                 self._fail(exc)
         if self.error is not None:
@@ -281,19 +358,24 @@ class FileWriter:
 
     @property
     def open_files(self) -> int:
-        """How many files are open now (at most ``max_open_files``)."""
+        """How many files are open now (at most ``max_open_files``), once the encoder is idle."""
+        self._drain()
         return len(self._opened)
 
     # buffering ------------------------------------------------------------------------
-    def _flush_rows(self, sequence: _Sequence) -> None:
+    def _flush_rows(self, sequence: _Sequence, limit: Optional[int] = None) -> None:
+        """Write the sequence's buffered rows (its first ``limit`` rows, if given) as one batch."""
         if not sequence.buffer:
             return
-        rows, sequence.buffer = sequence.buffer, []
+        if limit is None or limit >= len(sequence.buffer):
+            rows, sequence.buffer = sequence.buffer, []
+        else:
+            rows, sequence.buffer = sequence.buffer[:limit], sequence.buffer[limit:]
         self._buffered -= len(rows)
         batch = rows_to_batch(rows, self._file_schema)
         per_row = max(1, batch.nbytes // max(1, batch.num_rows))
         self._batch_rows = max(1, min(MAX_BATCH_ROWS, self._buffer_bytes // per_row))
-        self._write_explained(sequence, batch)
+        self._encode(sequence, batch)
 
     def _write(self, sequence: _Sequence, batch: Optional[pa.RecordBatch]) -> None:
         while batch is not None and batch.num_rows:
@@ -340,7 +422,6 @@ class FileWriter:
         sequence.encoder = sequence.stream = None
         self._opened.pop(sequence.directory, None)
         self._done.append(pending)
-        self._on_file(pending)
         _log.debug(
             "uploaded %s: %d rows, %d bytes, %d parts (pending)",
             pending.key,
@@ -368,6 +449,9 @@ class FileWriter:
         return f"{what} a row: {type(exc).__name__}: {exc}"
 
     def _fail(self, exc: BaseException) -> None:
+        for future in self._encoding:  # let the encode thread go idle before aborting
+            future.exception()
+        self._encoding.clear()
         current = self._current
         if current is not None and current.stream is not None:
             key = current.stream.key

@@ -1,8 +1,12 @@
-"""writer: FileWriter against the in-memory S3 (files, sizes, partitions, Arrow input, errors)."""
+"""writer: FileWriter against the in-memory S3 (files, sizes, partitions, Arrow input, errors).
+
+Every test runs twice: encoding in the caller's thread, and on an encode thread (as the upload
+DoFns run it), which must not change a byte, a key or an error."""
 
 from __future__ import annotations
 
 import io
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -12,7 +16,7 @@ import pytest
 from beam_s3_sink.config import S3Config
 from beam_s3_sink.formats import CsvFormat, ParquetFormat, TextFormat
 from beam_s3_sink.layout import Layout
-from beam_s3_sink.writer import FileWriter
+from beam_s3_sink.writer import ENCODE_AHEAD, FileWriter
 
 from .fakes import FakeS3
 
@@ -20,9 +24,12 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 CONFIG = S3Config()
 
 
-@pytest.fixture
-def pool():
-    with ThreadPoolExecutor(2) as executor:
+@pytest.fixture(params=["caller", "encode-thread"])
+def pool(request):
+    """The part pool; with the ``encode-thread`` parameter it also carries an encode pool,
+    which :func:`writer` hands to the FileWriter."""
+    with ThreadPoolExecutor(2) as executor, ThreadPoolExecutor(1, thread_name_prefix="encode") as encode:
+        executor.encode_pool = encode if request.param == "encode-thread" else None
         yield executor
 
 
@@ -30,6 +37,7 @@ def writer(fake, pool, fmt=CsvFormat(), max_file_size=2**30, layout=Layout(), sc
     def name(directory, number):
         return (f"p/{directory}/" if directory else "p/") + f"file-{number:04d}.{fmt.extension}"
 
+    kwargs.setdefault("encode_pool", pool.encode_pool)
     return FileWriter(fake, pool, CONFIG, fmt, schema, max_file_size, "bucket", name, layout, **kwargs)
 
 
@@ -194,3 +202,82 @@ def test_nested_uuids_reach_a_parquet_file(fake_s3, pool):
     w.add({"id": 1, "keys": [u, None]})
     (body,) = complete(fake_s3, w.finish()).values()
     assert pq.read_table(io.BytesIO(body)).to_pylist() == [{"id": 1, "keys": [str(u), None]}]  # compatible: text
+
+
+def test_add_rows_writes_what_add_writes(fake_s3, pool):
+    rows = [{"id": i, "name": f"n{i}"} for i in range(300)]
+    one, many = writer(fake_s3, pool, max_file_size=1000), writer(fake_s3, pool, max_file_size=1000)
+    for row in rows:
+        one.add(row)
+    many.add_rows(rows[:100])
+    many.add_rows(rows[100:])
+    first, second = complete(fake_s3, one.finish()), complete(fake_s3, many.finish())
+    assert list(first.values()) == list(second.values()) and len(first) > 2
+
+
+def test_add_rows_takes_beam_rows_batches_and_partitions(fake_s3, pool):
+    import apache_beam as beam
+
+    schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
+    w = writer(fake_s3, pool, schema=schema, layout=Layout(partition_by=("day",)))
+    w.add_rows([{"id": 1, "day": "a"}, beam.Row(id=2, day="b"), pa.record_batch({"id": [3], "day": ["a"]})])
+    bodies = complete(fake_s3, w.finish())
+    assert bodies == {"p/day=a/file-0001.csv": b"1\n3\n", "p/day=b/file-0001.csv": b"2\n"}
+
+
+def test_the_encode_thread_encodes_and_the_caller_reports(fake_s3):
+    """Encoders run on the encode thread; ``on_file`` (Beam's counters, which live in the
+    caller's thread) is called in the caller's thread; at most ENCODE_AHEAD batches wait."""
+    from beam_s3_sink.formats.csv import CsvFormat as Csv
+
+    encoded_in, reported_in, release = set(), set(), threading.Event()
+    waiting = []
+
+    class SlowCsv(Csv):
+        def open(self, schema, out, max_file_size):
+            encoder = super().open(schema, out, max_file_size)
+            write = encoder.write
+
+            def slow_write(batch):
+                encoded_in.add(threading.current_thread().name)
+                release.wait(5)
+                return write(batch)
+
+            encoder.write = slow_write
+            return encoder
+
+    with ThreadPoolExecutor(2) as parts, ThreadPoolExecutor(1, thread_name_prefix="encode") as encode:
+        parts.encode_pool = encode
+
+        def on_file(pending):
+            reported_in.add(threading.current_thread().name)
+
+        w = writer(fake_s3, parts, fmt=SlowCsv(), max_file_size=12, on_file=on_file)
+        adding = threading.Thread(
+            target=lambda: [
+                w.add_batch(pa.record_batch({"id": [i], "name": ["abcdefgh"]}, schema=SCHEMA)) for i in range(6)
+            ],
+            name="caller",
+        )
+        adding.start()
+        adding.join(0.5)
+        waiting.append(len(w._encoding))
+        assert adding.is_alive(), "the caller waits while ENCODE_AHEAD batches are queued"
+        release.set()
+        adding.join(5)
+        report = w.finish()
+    assert waiting == [ENCODE_AHEAD]  # queued behind the oldest, which the caller waits for
+    assert report.error is None and report.rows == 6 and len(report.files) == 6
+    assert {name.split("_")[0] for name in encoded_in} == {"encode"}
+    assert reported_in == {"caller", "MainThread"}  # finish() ran in this thread
+
+
+def test_an_encode_error_on_the_thread_stops_later_batches(fake_s3, pool):
+    w = writer(fake_s3, pool, fmt=TextFormat(null="x"))
+    w.add_batch(pa.record_batch({"id": [1], "name": ["ok"]}, schema=SCHEMA))
+    w.add_batch(pa.record_batch({"id": [2], "name": ["x"]}, schema=SCHEMA))  # cannot be encoded
+    for i in range(3, 8):
+        w.add_batch(pa.record_batch({"id": [i], "name": ["later"]}, schema=SCHEMA))
+    report = w.finish()
+    assert "column 'name' (string), value 'x'" in report.error and report.files == ()
+    assert fake_s3.uploads == {}  # aborted, once the thread was idle
