@@ -49,6 +49,7 @@ from .if_exists import check_if_exists
 from .initialization import _InitializeFn
 from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
 from .layout import DEFAULT_MAX_OPEN_FILES, Layout
+from .messages import Gathered
 from .schema import resolve_schema
 from .sharding import _AssignShardFn, _ShardUploadFn
 from .spill import _ArrowSpillFn, _SpillFn, _WriteSpilledFn
@@ -316,7 +317,8 @@ class _Upload(beam.PTransform):
         if self._num_shards is None and not shuffles_spills(rows.pipeline):
             if batched:
                 return rows | "Write" >> beam.ParDo(_ArrowUploadFn(*args), init)
-            return rows | "Gather" >> beam.ParDo(_GatherFn()) | "Write" >> beam.ParDo(_UploadFn(*args), init)
+            gathered = rows | "Gather" >> beam.ParDo(_GatherFn()).with_output_types(Gathered)  # GatheredCoder
+            return gathered | "Write" >> beam.ParDo(_UploadFn(*args), init)
         if self._num_shards is None:
             return (
                 rows

@@ -74,7 +74,7 @@ __all__ = ["FileWriter"]
 _log = logging.getLogger(__name__)
 BATCH_BYTES = 4 * 2**20
 MAX_BATCH_ROWS = 16384
-ENCODE_AHEAD = 2  # batches queued for the encode thread when add/add_batch returns, at most
+ENCODE_AHEAD = 1  # batches queued for the encode thread when add/add_batch returns, at most (double buffering)
 
 NameFn = Callable[[str, int], str]  # (partition directory, file number) -> key
 

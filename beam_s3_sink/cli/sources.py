@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from beam_s3_sink.arrow_input import ArrowTableCoder
 from beam_s3_sink.cli.orders import ORDERS_SCHEMA, SHARD_ROWS, orders_shard
 from beam_s3_sink.cli.progress import RowCounter
 from beam_s3_sink.errors import CopyToS3Error
@@ -474,8 +475,11 @@ class ReadSource(beam.PTransform):
         )
         if source.kind == "parquet":
             paths = paths | "RowGroups" >> beam.ParDo(_RowGroups())
+        # Beam finds a PCollection's coder in its registry by element type: without one for
+        # tables, it pickles sampled tables whole to weigh them (see ArrowTableCoder).
+        beam.coders.registry.register_coder(pa.Table, ArrowTableCoder)
         return (
             paths
             | "Reshuffle" >> beam.Reshuffle()
-            | "ReadBatches" >> beam.ParDo(_ReadBatches(self._schema, counter, source.kind))
+            | "ReadBatches" >> beam.ParDo(_ReadBatches(self._schema, counter, source.kind)).with_output_types(pa.Table)
         )
