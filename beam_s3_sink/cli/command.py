@@ -14,8 +14,8 @@ A copy that fails while it runs exits with 1: CopyToS3 then leaves no data visib
 The same command runs on other runners: Beam's own flags (``--runner``, ``--s3_*``,
 ``--setup_file``, ``--flink_master`` ...) pass through. The modules beside this one hold
 its parts: :mod:`.sources` (what it reads), :mod:`.schema_text` (the ``--schema`` flag),
-:mod:`.progress` (the progress line), :mod:`.runner` (the runner when none is named) and
-:mod:`.orders` (the ``generate:`` data set).
+:mod:`.progress` (the progress line), :mod:`.console` (where its report and error lines go),
+:mod:`.runner` (the runner when none is named) and :mod:`.orders` (the ``generate:`` data set).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 from apache_beam.runners.runner import PipelineState
 
 from beam_s3_sink import CopyToS3, S3Config
+from beam_s3_sink.cli.console import PROG, Console
 from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 from beam_s3_sink.cli.runner import with_default_runner
 from beam_s3_sink.cli.schema_text import SchemaSyntaxError, format_schema, load_schema
@@ -48,9 +49,6 @@ from beam_s3_sink.s3 import read_object
 
 __all__ = ["main", "build_parser", "plan_copy", "CopyPlan", "UsageError"]
 
-PROG = "beam-s3-copy"
-"""The command's name, in its help and in front of its error lines; ``python -m beam_s3_sink.cli``
-runs the same."""
 
 EPILOG = f"""\
 examples:
@@ -320,45 +318,43 @@ def _check_beam_flags(beam_args: List[str]) -> None:
 def run(plan: CopyPlan, out: Any = None) -> int:
     """Run the copy with a progress line, then print the summary (to ``out``, default the
     ``sys.stdout`` of the call); the exit status."""
-    out = sys.stdout if out is None else out
+    console = Console.standard(out)
     verb = "Checking (dry run, nothing is written)" if plan.dry_run else "Copying"
-    print(
+    console.say(
         f"{verb} {plan.source.describe()} to {plan.output} as {plan.format_name}, "
         f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:",
-        file=out,
+        format_schema(plan.schema),
     )
-    print(format_schema(plan.schema), file=out, flush=True)
     started = time.monotonic()
     try:
         with ProgressLine(plan.progress_dir, total_rows=plan.total_rows, total_bytes=plan.total_bytes) as progress:
             progress.result = plan.pipeline.run()
             state = progress.result.wait_until_finish()
     except Exception as exc:  # the runner's wrapping of the worker's error: keep its message
-        print(f"{PROG}: the copy failed: {one_line_error(exc)}", file=sys.stderr)
+        console.error(f"the copy failed: {one_line_error(exc)}")
         return 1
     if state != PipelineState.DONE:
-        print(f"{PROG}: the pipeline ended in state {state}", file=sys.stderr)
+        console.error(f"the pipeline ended in state {state}")
         return 1
     if plan.dry_run:
-        return print_dry_run(plan, out)
-    return print_summary(plan, time.monotonic() - started, out)
+        return print_dry_run(plan, console)
+    return print_summary(plan, time.monotonic() - started, console)
 
 
-def print_dry_run(plan: CopyPlan, out: Any) -> int:
+def print_dry_run(plan: CopyPlan, console: Console) -> int:
     """The dry run's report: rows checked, rows that would fail and the first ones; 0 if none."""
     import pickle
 
     with open(plan.result_path or "", "rb") as f:
         result = pickle.load(f)
-    print(
+    lines = [
         f"\nDry run (nothing written to {plan.output}): {result.rows:,} rows checked, "
         f"{result.invalid_rows:,} would fail",
-        file=out,
-    )
-    for line in result.invalid:
-        print(f"  {line}", file=out)
+        *(f"  {line}" for line in result.invalid),
+    ]
     if result.invalid_rows > len(result.invalid):
-        print(f"  ... and {result.invalid_rows - len(result.invalid)} more", file=out)
+        lines.append(f"  ... and {result.invalid_rows - len(result.invalid)} more")
+    console.say(*lines)
     return 1 if result.invalid_rows else 0
 
 
@@ -368,7 +364,7 @@ def _workers_are_local(options: PipelineOptions) -> bool:
     return runner in ("directrunner", "direct", "fnapirunner", "prismrunner") or environment == "LOOPBACK"
 
 
-def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
+def print_summary(plan: CopyPlan, elapsed: float, console: Console) -> int:
     """Read the copy's manifest and print the summary table; 0, or 1 if there is none."""
     import json
 
@@ -379,10 +375,7 @@ def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
     try:
         manifest = json.loads(read_object(client, bucket, key))
     except (S3RequestError, ValueError) as exc:
-        print(
-            f"{PROG}: the pipeline finished but its manifest {manifest_uri} cannot be read: {one_line_error(exc)}",
-            file=sys.stderr,
-        )
+        console.error(f"the pipeline finished but its manifest {manifest_uri} cannot be read: {one_line_error(exc)}")
         return 1
     rows, files, size = manifest["rows"], manifest["files"], manifest["bytes"]
     rate = f" ({rows / elapsed:,.0f} rows/s)" if elapsed > 0 else ""
@@ -393,16 +386,14 @@ def print_summary(plan: CopyPlan, elapsed: float, out: Any) -> int:
         ("time", f"{elapsed:.1f} s{rate}"),
         ("manifest", manifest_uri),
     ]
-    print("\nCopy finished:", file=out)
-    for name, value in table:
-        print(f"  {name:<9} {value}", file=out)
-    for entry in manifest["entries"][:10]:
-        print(
-            f"    {entry['meta']['record_count']:>12,} rows {entry['meta']['content_length']:>14,} B  {entry['url']}",
-            file=out,
-        )
+    lines = ["\nCopy finished:", *(f"  {name:<9} {value}" for name, value in table)]
+    lines += [
+        f"    {entry['meta']['record_count']:>12,} rows {entry['meta']['content_length']:>14,} B  {entry['url']}"
+        for entry in manifest["entries"][:10]
+    ]
     if len(manifest["entries"]) > 10:
-        print(f"    ... and {len(manifest['entries']) - 10} more (see the manifest)", file=out)
+        lines.append(f"    ... and {len(manifest['entries']) - 10} more (see the manifest)")
+    console.say(*lines)
     return 0
 
 
@@ -432,7 +423,7 @@ def one_line_error(exc: BaseException) -> str:
 def abort_main(argv: Sequence[str], out: Any = None) -> int:
     """``--abort SINK_ID --output s3://... [--force]``: remove what an incomplete copy left
     (:func:`beam_s3_sink.abort_copy`) and print it; 0 done, 2 refused or bad flags, 1 S3 failed."""
-    out = sys.stdout if out is None else out
+    console = Console.standard(out)
     from beam_s3_sink import CommittedCopyError, abort_copy
 
     parser = _Parser(
@@ -449,12 +440,12 @@ def abort_main(argv: Sequence[str], out: Any = None) -> int:
         config = S3Config.from_pipeline_options(PipelineOptions(beam_args))
         report = abort_copy(args.output, args.abort, s3=config, force=args.force)
     except (UsageError, ValueError, CommittedCopyError) as exc:
-        print(f"{PROG}: error: {str(exc).replace('CopyToS3: ', '', 1)}", file=sys.stderr)
+        console.error(f"error: {str(exc).replace('CopyToS3: ', '', 1)}")
         return 2
     except S3RequestError as exc:
-        print(f"{PROG}: the clean-up failed: {exc}", file=sys.stderr)
+        console.error(f"the clean-up failed: {exc}")
         return 1
-    print(report.describe(), file=out)
+    console.say(report.describe())
     return 0
 
 
@@ -470,6 +461,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             plan = plan_copy(argv, progress_dir)
         except UsageError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            Console.standard().error(f"error: {exc}")
             return 2
         return run(plan)
