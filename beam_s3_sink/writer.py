@@ -9,14 +9,19 @@ uploads, one sequence of files per partition directory (a single sequence withou
     add_batch(RecordBatch) ───────────────────────┘      ≤ 1 row     ≤ max_concurrency parts
       (split by partition with take)                      group       in flight on a pool
 
-The encoder runs on its own thread when the writer is given one (``encode_pool``, as the
-upload DoFns do): pyarrow encodes without holding the GIL, so a bundle's next rows are
-converted, or its next batch read and conformed, while the last one is encoded. At most
-``ENCODE_AHEAD`` batches wait for that thread; only it touches open files, and the caller's
-thread waits for it before finishing, failing, or reporting files (Beam's metrics live in the
-caller's thread)::
+Arrow elements are encoded on a thread of their own when the writer is given one
+(``encode_pool``, as the upload DoFns do): pyarrow encodes without holding the GIL, so a
+bundle's next batch is read and conformed while the last one is encoded. At most
+``ENCODE_AHEAD`` batches wait for that thread; only it touches open files while it has work,
+and the caller's thread waits for it before finishing, failing, or reporting files (Beam's
+metrics live in the caller's thread)::
 
-    caller: rows ─▶ RecordBatch ─submit─▶ ≤ ENCODE_AHEAD queued ─▶ encode thread: encoder ─▶ parts
+    caller: batch ─▶ conform ─submit─▶ ≤ ENCODE_AHEAD queued ─▶ encode thread: encoder ─▶ parts
+
+The row buffer's batches are encoded in the caller's thread (once the encode thread is idle):
+converting rows holds the GIL, the Parquet encoder only buffers most of those batches, and
+each hand-off to another thread would cost a GIL switch (measured: 0.2 s per million rows
+more with the thread than without, see docs/benchmarks.md).
 
 A file is closed when it reaches ``max_file_size`` and the sequence's next one is opened.
 With partitions, memory stays bounded however many partitions the rows spread over:
@@ -286,10 +291,16 @@ class FileWriter:
         return out
 
     # the encode thread ------------------------------------------------------------------
-    def _encode(self, sequence: "_Sequence", batch: pa.RecordBatch) -> None:
+    def _encode(self, sequence: "_Sequence", batch: pa.RecordBatch, background: bool = True) -> None:
         """Encode ``batch`` into ``sequence``'s files: on the encode thread, waiting while
-        ``ENCODE_AHEAD`` batches are queued (an error of an earlier batch is raised here)."""
-        if self._encode_pool is None:
+        ``ENCODE_AHEAD`` batches are queued (an error of an earlier batch is raised here).
+
+        ``background=False`` (the row buffer's batches) encodes in the caller's thread, once
+        the encode thread is idle: the Parquet encoder only buffers most such batches, and
+        handing one to another thread costs a GIL hand-off (up to ``sys.getswitchinterval()``,
+        5 ms) while the caller converts the next rows, more than the thread saves."""
+        if self._encode_pool is None or not background:
+            self._drain()  # earlier batches first, in order; only one thread touches a file
             self._write_explained(sequence, batch)
         else:
             self._encoding.append(self._encode_pool.submit(self._encode_task, sequence, batch))
@@ -375,7 +386,7 @@ class FileWriter:
         batch = rows_to_batch(rows, self._file_schema)
         per_row = max(1, batch.nbytes // max(1, batch.num_rows))
         self._batch_rows = max(1, min(MAX_BATCH_ROWS, self._buffer_bytes // per_row))
-        self._encode(sequence, batch)
+        self._encode(sequence, batch, background=False)
 
     def _write(self, sequence: _Sequence, batch: Optional[pa.RecordBatch]) -> None:
         while batch is not None and batch.num_rows:

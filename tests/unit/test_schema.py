@@ -205,3 +205,30 @@ def test_extension_types_nested_in_lists_structs_and_maps():
         RowError, match=r"column 'l' expects list<item: extension<arrow.uuid>>, but a row holds \['nope'\]"
     ):
         rows_to_batch([{"l": ["nope"]}], schema)
+
+
+@pytest.mark.parametrize("unit", ["ms", "us", "ns"])
+@pytest.mark.parametrize("column_tz", [None, "UTC", "Europe/Berlin"])
+def test_datetime_columns_convert_as_pyarrow_does(unit, column_tz):
+    """Timestamp columns of datetimes (built from ``value - epoch`` for us and ns) hold
+    pyarrow's own values: aware values in any zone, DST folds included, naive values, and
+    the two mixed; a value beyond the unit's range fails as pyarrow's path says."""
+    from zoneinfo import ZoneInfo
+
+    zones = (
+        ZoneInfo("Europe/Berlin"),
+        datetime.timezone(datetime.timedelta(hours=5, minutes=30)),
+        datetime.timezone.utc,
+    )
+    start = datetime.datetime(2026, 10, 25, 0, 30)  # Berlin's clocks go back at 03:00
+    naive = [start + datetime.timedelta(minutes=17 * i, microseconds=1000 * i) for i in range(300)]
+    aware = [v.replace(tzinfo=zones[i % 3], fold=i % 2) for i, v in enumerate(naive)]
+    schema = pa.schema([("at", pa.timestamp(unit, tz=column_tz))])
+    for values in (naive, aware, naive[:5] + aware[:5], [datetime.datetime(9999, 12, 31)]):
+        try:
+            expected = pa.array(values, schema.field("at").type)
+        except (pa.ArrowException, ValueError, OverflowError):
+            with pytest.raises(RowError, match="column 'at'"):
+                rows_to_batch([{"at": v} for v in values], schema)
+            continue
+        assert rows_to_batch([{"at": v} for v in values], schema).column(0).equals(expected)
