@@ -18,10 +18,14 @@ metrics live in the caller's thread)::
 
     caller: batch ─▶ conform ─submit─▶ ≤ ENCODE_AHEAD queued ─▶ encode thread: encoder ─▶ parts
 
-The row buffer's batches are encoded in the caller's thread (once the encode thread is idle):
-converting rows holds the GIL, the Parquet encoder only buffers most of those batches, and
-each hand-off to another thread would cost a GIL switch (measured: 0.2 s per million rows
-more with the thread than without, see docs/benchmarks.md).
+The row buffer's batches take the thread only to encode: converting rows holds the GIL,
+and handing a batch to another thread costs a GIL switch (up to 5 ms) while the caller
+converts the next rows. So a batch the encoder would only hold (a Parquet row group still
+filling) is written in the caller's thread, and a batch that completes a row group goes to
+the thread, with up to ``ROWS_AHEAD`` later batches queued behind it while it is encoded::
+
+    caller: rows ─▶ RecordBatch ─▶ encoder.buffers(batch)? ─yes, thread idle─▶ encoder (here)
+                                                          └─no─▶ submit ─▶ encode thread
 
 A file is closed when it reaches ``max_file_size`` and the sequence's next one is opened.
 With partitions, memory stays bounded however many partitions the rows spread over:
@@ -80,6 +84,7 @@ _log = logging.getLogger(__name__)
 BATCH_BYTES = 4 * 2**20
 MAX_BATCH_ROWS = 16384
 ENCODE_AHEAD = 1  # batches queued for the encode thread when add/add_batch returns, at most (double buffering)
+ROWS_AHEAD = 8  # the row buffer's batches (each about buffer_bytes) queued behind a row group, at most
 
 NameFn = Callable[[str, int], str]  # (partition directory, file number) -> key
 
@@ -291,22 +296,32 @@ class FileWriter:
         return out
 
     # the encode thread ------------------------------------------------------------------
-    def _encode(self, sequence: "_Sequence", batch: pa.RecordBatch, background: bool = True) -> None:
-        """Encode ``batch`` into ``sequence``'s files: on the encode thread, waiting while
-        ``ENCODE_AHEAD`` batches are queued (an error of an earlier batch is raised here).
+    def _encode(self, sequence: "_Sequence", batch: pa.RecordBatch, rows: bool = False) -> None:
+        """Encode ``batch`` into ``sequence``'s files: on the encode thread, waiting while more
+        than ``ENCODE_AHEAD`` batches are queued (an error of an earlier batch is raised here).
 
-        ``background=False`` (the row buffer's batches) encodes in the caller's thread, once
-        the encode thread is idle: the Parquet encoder only buffers most such batches, and
-        handing one to another thread costs a GIL hand-off (up to ``sys.getswitchinterval()``,
-        5 ms) while the caller converts the next rows, more than the thread saves."""
-        if self._encode_pool is None or not background:
-            self._drain()  # earlier batches first, in order; only one thread touches a file
+        ``rows=True`` (the row buffer's batches): a batch the open file's encoder would only
+        hold (:meth:`~.formats.base.FileEncoder.buffers`) is written in the caller's thread
+        when the encode thread is idle, since a hand-off costs a GIL switch (up to
+        ``sys.getswitchinterval()``, 5 ms) while the caller converts the next rows; the others
+        (a Parquet row group to encode) go to the thread, and up to ``ROWS_AHEAD`` row batches
+        queue behind one, so that conversion goes on while the group is encoded."""
+        if self._encode_pool is None:
+            self._write_explained(sequence, batch)
+        elif rows and self._idle() and sequence.encoder is not None and sequence.encoder.buffers(batch):
             self._write_explained(sequence, batch)
         else:
             self._encoding.append(self._encode_pool.submit(self._encode_task, sequence, batch))
-            while len(self._encoding) > ENCODE_AHEAD:
+            ahead = ROWS_AHEAD if rows else ENCODE_AHEAD
+            while len(self._encoding) > ahead:
                 self._encoding.popleft().result()
         self._report_files()
+
+    def _idle(self) -> bool:
+        """Whether the encode thread has no batch left (raising the first error of those done)."""
+        while self._encoding and self._encoding[0].done():
+            self._encoding.popleft().result()
+        return not self._encoding
 
     def _encode_task(self, sequence: "_Sequence", batch: pa.RecordBatch) -> None:
         if self._encode_failed:  # an earlier batch failed: the caller fails the writer
@@ -386,7 +401,7 @@ class FileWriter:
         batch = rows_to_batch(rows, self._file_schema)
         per_row = max(1, batch.nbytes // max(1, batch.num_rows))
         self._batch_rows = max(1, min(MAX_BATCH_ROWS, self._buffer_bytes // per_row))
-        self._encode(sequence, batch, background=False)
+        self._encode(sequence, batch, rows=True)
 
     def _write(self, sequence: _Sequence, batch: Optional[pa.RecordBatch]) -> None:
         while batch is not None and batch.num_rows:

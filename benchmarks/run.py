@@ -813,7 +813,7 @@ def main() -> int:
         for a, b, label, target in ratios:
             if a in median and b in median:
                 ratio = median[a] / median[b]
-                print(f"{label:44} {ratio:5.2f}  (target <= {target})")
+                print(f"{label:44} {ratio:5.3f}  (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
         for case in ("copy_parquet", "copy_csv"):
             if case in median and "generate" in median:
                 extra = (median[case] - median["generate"]) / (args.rows / 1e6)

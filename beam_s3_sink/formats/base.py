@@ -85,6 +85,12 @@ class FileEncoder(abc.ABC):
         than the file-size limit still gets a file of its own.
         """
 
+    def buffers(self, batch: pa.RecordBatch) -> bool:
+        """True when :meth:`write` would only hold ``batch`` (encode nothing, write nothing):
+        the caller may then write it in its own thread rather than hand it to an encoding
+        thread. The default: every write encodes."""
+        return False
+
     @property
     @abc.abstractmethod
     def full(self) -> bool:

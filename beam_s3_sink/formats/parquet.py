@@ -422,10 +422,20 @@ class ParquetEncoder(FileEncoder):
         ratio = self._arrow_written / self._encoded_written
         return max(1024, min(MAX_PENDING_BYTES, int(self._target * ratio)))
 
+    def buffers(self, batch: pa.RecordBatch) -> bool:
+        """Whether :meth:`write` only adds ``batch`` to the pending row group (see ``write``)."""
+        group = self._group_arrow_bytes()
+        return not self._whole(batch, group) and self._pending_bytes + batch.nbytes < group
+
+    @staticmethod
+    def _whole(batch: pa.RecordBatch, group: int) -> bool:
+        """A batch large enough to be a row group of its own (``MIN_WHOLE_BATCH``)."""
+        return batch.nbytes >= max(MIN_WHOLE_BATCH, group // 4)
+
     def write(self, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
         while batch is not None and batch.num_rows:
             group = self._group_arrow_bytes()
-            whole = batch.nbytes >= max(MIN_WHOLE_BATCH, group // 4)
+            whole = self._whole(batch, group)
             if whole and self._pending:
                 self._flush()  # smaller batches gathered so far: a group of their own
                 if self.full:
