@@ -272,6 +272,42 @@ def test_the_encode_thread_encodes_and_the_caller_reports(fake_s3):
     assert reported_in == {"caller", "MainThread"}  # finish() ran in this thread
 
 
+def test_row_batches_encode_on_the_thread_only_to_finish_a_row_group(fake_s3):
+    """The row buffer's batches that the Parquet encoder only holds are written in the
+    caller's thread (no hand-off per batch); a batch that completes a row group is encoded on
+    the encode thread; the file holds every row in order. (The first batch opens the file,
+    on the thread, before there is an encoder to ask.)"""
+    writes = []
+
+    class Recording(ParquetFormat):
+        def open(self, schema, out, max_file_size):
+            encoder = super().open(schema, out, max_file_size)
+            write = encoder.write
+
+            def recorded(batch):
+                writes.append((threading.current_thread().name.split("_")[0], encoder.buffers(batch)))
+                return write(batch)
+
+            encoder.write = recorded
+            return encoder
+
+    with ThreadPoolExecutor(2) as parts, ThreadPoolExecutor(1, thread_name_prefix="encode") as encode:
+        parts.encode_pool = encode
+        w = writer(fake_s3, parts, fmt=Recording(row_group_size=16 * 1024), buffer_bytes=4096)
+        rows = [{"id": i, "name": f"name-{i}"} for i in range(20_000)]
+        w.add_rows(rows[:10_000])
+        for row in rows[10_000:]:
+            w.add(row)
+        report = w.finish()
+    assert report.error is None and report.rows == 20_000
+    threads = {buffered: {name for name, b in writes[1:] if b == buffered} for buffered in (True, False)}
+    # Batches that queued behind a row group while it was encoded are written on the thread too.
+    assert "MainThread" in threads[True] and threads[False] == {"encode"}, writes[:5]
+    (body,) = complete(fake_s3, report).values()
+    table = pq.read_table(io.BytesIO(body))
+    assert table.to_pylist() == rows and pq.read_metadata(io.BytesIO(body)).num_row_groups > 3
+
+
 def test_an_encode_error_on_the_thread_stops_later_batches(fake_s3, pool):
     w = writer(fake_s3, pool, fmt=TextFormat(null="x"))
     w.add_batch(pa.record_batch({"id": [1], "name": ["ok"]}, schema=SCHEMA))
