@@ -296,12 +296,15 @@ def test_row_batches_encode_on_the_thread_only_to_finish_a_row_group(fake_s3):
         w = writer(fake_s3, parts, fmt=Recording(row_group_size=16 * 1024), buffer_bytes=4096)
         rows = [{"id": i, "name": f"name-{i}"} for i in range(20_000)]
         w.add_rows(rows[:10_000])
-        for row in rows[10_000:]:
+        for i, row in enumerate(rows[10_000:]):
             w.add(row)
+            if i % 20 == 0:  # let the encode thread go idle, however loaded the machine is
+                encode.submit(lambda: None).result()
         report = w.finish()
     assert report.error is None and report.rows == 20_000
     threads = {buffered: {name for name, b in writes[1:] if b == buffered} for buffered in (True, False)}
-    # Batches that queued behind a row group while it was encoded are written on the thread too.
+    # Batches that queued behind a row group while it was encoded are written on the thread too;
+    # those that came while it was idle, in the caller's.
     assert "MainThread" in threads[True] and threads[False] == {"encode"}, writes[:5]
     (body,) = complete(fake_s3, report).values()
     table = pq.read_table(io.BytesIO(body))
