@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -253,13 +254,18 @@ def test_the_encode_thread_encodes_and_the_caller_reports(fake_s3):
             reported_in.add(threading.current_thread().name)
 
         w = writer(fake_s3, parts, fmt=SlowCsv(), max_file_size=12, on_file=on_file)
-        adding = threading.Thread(
-            target=lambda: [
-                w.add_batch(pa.record_batch({"id": [i], "name": ["abcdefgh"]}, schema=SCHEMA)) for i in range(6)
-            ],
-            name="caller",
-        )
+        started = []
+
+        def add_six():
+            for i in range(6):
+                started.append(i)
+                w.add_batch(pa.record_batch({"id": [i], "name": ["abcdefgh"]}, schema=SCHEMA))
+
+        adding = threading.Thread(target=add_six, name="caller")
         adding.start()
+        deadline = time.monotonic() + 10  # however loaded the machine, wait for the batch that blocks
+        while len(started) <= ENCODE_AHEAD and time.monotonic() < deadline:
+            time.sleep(0.01)
         adding.join(0.5)
         waiting.append(len(w._encoding))
         assert adding.is_alive(), "the caller waits while ENCODE_AHEAD batches are queued"
