@@ -61,9 +61,13 @@ __all__ = ["ParquetFormat", "parquet_schema", "to_file_table", "TYPE_PROFILES"]
 
 _COMPRESSIONS = ("snappy", "zstd", "gzip", "brotli", "lz4", "none")
 MIN_ROW_GROUP = 16 * 2**10
-MAX_ROW_GROUP = 16 * 2**20
-"""The default row group's most encoded bytes: large enough for every reader's scans, small
-enough that a worker's memory does not grow with the input past a few row groups."""
+MAX_ROW_GROUP = 4 * 2**20
+"""The default row group's most encoded bytes, about DuckDB's own row groups (122,880 rows of a
+wide table): large enough for every reader's scans and parallel enough for one file, small
+enough that a worker's memory does not grow with the input. The last group of a file is encoded
+when the file closes, with nothing left to overlap it: at 16 MiB, a 15 MB file of a million rows
+spent 0.28 s there, 70 % of its rows, while smaller groups are encoded on the encode thread as
+the rows come."""
 MAX_PENDING_BYTES = 64 * 2**20
 """The most Arrow bytes an encoder buffers for one row group, however well the data compresses."""
 MIN_WHOLE_BATCH = 8 * 2**20
@@ -86,7 +90,7 @@ class ParquetFormat(Format):
       compression: ``snappy`` (default), ``zstd``, ``gzip``, ``brotli``, ``lz4`` or ``none``.
       compression_level: the codec's level (zstd, gzip, brotli, lz4), or None for its default.
       row_group_size: encoded (on-disk) bytes per row group; None: an eighth of
-        ``max_file_size``, from 16 KiB to 16 MiB.
+        ``max_file_size``, from 16 KiB to 4 MiB.
       use_dictionary: dictionary-encode columns.
       write_statistics: write min/max statistics per column chunk.
       version: the Parquet format version, ``"1.0"``, ``"2.4"`` or ``"2.6"``.
