@@ -10,7 +10,11 @@ object that an encoder (pyarrow's Parquet writer, the CSV encoder) writes into::
 
 The stream never completes its multipart upload: completion does, in one place, once every
 bundle has reported. A worker therefore holds at most ``part_size * (max_concurrency + 1)``
-bytes of encoded data per open file.
+bytes of encoded data per open file. The streams of one writer share :class:`PartBuffers`: a
+part's buffer, once uploaded, is filled again rather than freed. Freshly allocated 8 MiB
+buffers, filled on an encode thread and freed on an upload thread, otherwise stay in the C
+allocator's per-thread arenas (glibc raises its mmap threshold to the size of a freed block):
+about 30 MiB of peak RSS per encode thread on TPC-H lineitem.
 
 Transient failures (503 SlowDown, 500 InternalError, dropped connections, timeouts) are
 retried by botocore itself (``S3Config.retry_mode``/``max_attempts``), with the same bytes
@@ -32,7 +36,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .errors import S3RequestError
 from .messages import PendingFile
 
-__all__ = ["MultipartStream", "RetryCounter", "call", "read_object", "list_keys", "list_uploads", "IAM_ACTIONS"]
+__all__ = [
+    "MultipartStream",
+    "PartBuffers",
+    "RetryCounter",
+    "call",
+    "read_object",
+    "list_keys",
+    "list_uploads",
+    "IAM_ACTIONS",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -207,6 +220,36 @@ def list_uploads(client: Any, bucket: str, prefix: str) -> Iterator[Tuple[str, s
         markers = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
 
 
+class PartBuffers:
+    """Part buffers of one size, handed out again once uploaded (at most ``keep`` kept).
+
+    >>> buffers = PartBuffers(size=8, keep=2)
+    >>> part = buffers.take(); buffers.give(part)
+    >>> buffers.take() is part  # filled again, not allocated again
+    True
+    """
+
+    def __init__(self, size: int, keep: int) -> None:
+        self.size = size
+        self._keep = keep
+        self._free: List[bytearray] = []
+        self._lock = threading.Lock()  # taken on encode threads, given back on upload threads
+
+    def take(self) -> bytearray:
+        """A buffer of ``size`` bytes (its old contents are overwritten by the stream)."""
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return bytearray(self.size)
+
+    def give(self, buffer: bytearray) -> None:
+        """Take back a buffer whose upload has ended (a shorter last part is dropped)."""
+        if len(buffer) == self.size:
+            with self._lock:
+                if len(self._free) < self._keep:
+                    self._free.append(buffer)
+
+
 class MultipartStream(io.RawIOBase):
     """A write-only file object that uploads what is written as parts of one multipart upload.
 
@@ -220,7 +263,8 @@ class MultipartStream(io.RawIOBase):
 
     The upload is created lazily, on the first part. ``finish`` uploads the remaining bytes
     as the last part (an empty part for an empty file) and returns a :class:`PendingFile`;
-    ``abort`` gives the upload up. Neither completes it.
+    ``abort`` gives the upload up. Neither completes it. ``buffers`` (:class:`PartBuffers`
+    of ``part_size``), when given, recycles the part buffers.
     """
 
     def __init__(
@@ -234,8 +278,12 @@ class MultipartStream(io.RawIOBase):
         max_in_flight: int,
         create_args: Optional[Dict[str, Any]] = None,
         part_args: Optional[Dict[str, Any]] = None,
+        buffers: Optional[PartBuffers] = None,
     ) -> None:
         super().__init__()
+        if buffers is not None and buffers.size != part_size:
+            raise ValueError(f"MultipartStream: buffers of {buffers.size} bytes for parts of {part_size}")
+        self._buffers = buffers
         self._client = client
         self.bucket = bucket
         self.key = key
@@ -269,7 +317,8 @@ class MultipartStream(io.RawIOBase):
         self._position += size
         while view:
             if self._buffer is None:
-                self._buffer, self._filled = bytearray(self._part_size), 0
+                self._buffer = self._buffers.take() if self._buffers else bytearray(self._part_size)
+                self._filled = 0
             take = min(len(view), self._part_size - self._filled)
             self._buffer[self._filled : self._filled + take] = view[:take]
             self._filled += take
@@ -309,16 +358,20 @@ class MultipartStream(io.RawIOBase):
         self._futures.append(self._pool.submit(self._upload_part, upload_id, number, chunk))
 
     def _upload_part(self, upload_id: str, number: int, chunk: bytearray) -> Tuple[int, str, str]:
-        response = call(
-            self._client,
-            "UploadPart",
-            self.bucket,
-            self.key,
-            UploadId=upload_id,
-            PartNumber=number,
-            Body=chunk,
-            **self._part_args,
-        )
+        try:
+            response = call(
+                self._client,
+                "UploadPart",
+                self.bucket,
+                self.key,
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=chunk,
+                **self._part_args,
+            )
+        finally:  # botocore holds the body no longer, retries included
+            if self._buffers is not None:
+                self._buffers.give(chunk)
         self.parts_uploaded += 1
         checksum = response.get(self._checksum_field, "") if self._checksum_field else ""
         if self._checksum_field and not checksum:

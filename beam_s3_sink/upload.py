@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, List, Optional
+from typing import Any, Iterable, List, Optional, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
@@ -80,19 +80,24 @@ class _UploadBase(_S3DoFn):
         self._files_counter = self._counter("files")
         self._parts_counter = self._counter("parts")
         self._pool: Optional[ThreadPoolExecutor] = None
-        self._encode_pool: Optional[ThreadPoolExecutor] = None
+        self._encode_pools: Tuple[ThreadPoolExecutor, ...] = ()
 
     def setup(self) -> None:
         super().setup()
         self._pool = ThreadPoolExecutor(self._config.max_concurrency, thread_name_prefix="s3-part")
-        self._encode_pool = ThreadPoolExecutor(1, thread_name_prefix="encode")
+        # One thread per lane (see .writer; a thread starts when its lane first has a batch).
+        self._encode_pools = tuple(
+            ThreadPoolExecutor(1, thread_name_prefix=f"encode-{lane}") for lane in range(self._layout.encode_threads)
+        )
 
     def teardown(self) -> None:
-        for pool in (self._encode_pool, self._pool):
+        for pool in (*self._encode_pools, self._pool):
             if pool is not None:
                 pool.shutdown(wait=True)
 
     def _writer(self, name: Any) -> FileWriter:
+        """A writer whose files are named by ``name(directory, number)``, encoding on the
+        layout's ``encode_threads`` (more than one only for large Arrow input: :mod:`.writer`)."""
         assert self._pool is not None, "setup() makes the pool"
         return FileWriter(
             self._client,
@@ -105,7 +110,7 @@ class _UploadBase(_S3DoFn):
             name,
             self._layout,
             on_file=self._count_file,
-            encode_pool=self._encode_pool,
+            encode_pools=self._encode_pools,
         )
 
     def _count_file(self, pending: PendingFile) -> None:

@@ -10,13 +10,28 @@ uploads, one sequence of files per partition directory (a single sequence withou
       (split by partition with take)                      group       in flight on a pool
 
 Arrow elements are encoded on a thread of their own when the writer is given one
-(``encode_pool``, as the upload DoFns do): pyarrow encodes without holding the GIL, so a
+(``encode_pools``, as the upload DoFns do): pyarrow encodes without holding the GIL, so a
 bundle's next batch is read and conformed while the last one is encoded. At most
 ``ENCODE_AHEAD`` batches wait for that thread; only it touches open files while it has work,
 and the caller's thread waits for it before finishing, failing, or reporting files (Beam's
 metrics live in the caller's thread)::
 
     caller: batch ─▶ conform ─submit─▶ ≤ ENCODE_AHEAD queued ─▶ encode thread: encoder ─▶ parts
+
+A writer given more than one encode thread (``encode_pools``: the layout's
+``encode_threads``) spreads large Arrow input over *lanes*, one open file each, so that both cores encode:
+the Parquet encoding of one file is a copy's critical path, and pyarrow encodes one file on one
+thread. Without ``partition_by``, once the writer has taken ``LANES_FROM`` bytes of Arrow
+batches into its first file, each batch of at least ``LANE_SPLIT_FROM`` bytes is sliced (no
+copy) into one run of rows per lane, and each lane encodes its slices on its own thread, in
+order. So the lanes encode the same batch at once and hold no more than one lane would. Sizes
+and order alone decide (never timing), so the same input makes the same files (numbered in the
+order the lanes open them); a copy of less than ``LANES_FROM`` bytes of batches, or of rows,
+still makes one file, and so does ``partition_by`` (its files are already many)::
+
+    batches ─▶ first LANES_FROM bytes, small batches ─▶ lane 0 ─▶ encode thread 0 ─▶ file 1 (3, 5 ... when full)
+               then each batch: first half of its rows ─┘
+                                second half ───────────▶ lane 1 ─▶ encode thread 1 ─▶ file 2 (4, 6 ...)
 
 The row buffer's batches take the thread only to encode: converting rows holds the GIL,
 and handing a batch to another thread costs a GIL switch (up to 5 ms) while the caller
@@ -64,8 +79,9 @@ import collections
 import dataclasses
 import io
 import logging
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
@@ -75,7 +91,7 @@ from .errors import CopyToS3Error, EncodeError, RowError
 from .formats.base import ENCODE_ERRORS, FileEncoder, Format
 from .layout import Layout
 from .messages import PendingFile, UploadReport
-from .s3 import MultipartStream
+from .s3 import MultipartStream, PartBuffers
 from .schema import as_mapping, rows_to_batch
 
 __all__ = ["FileWriter"]
@@ -85,6 +101,8 @@ BATCH_BYTES = 4 * 2**20
 MAX_BATCH_ROWS = 16384
 ENCODE_AHEAD = 1  # batches queued for the encode thread when add/add_batch returns, at most (double buffering)
 ROWS_AHEAD = 8  # the row buffer's batches (each about buffer_bytes) queued behind a row group, at most
+LANES_FROM = 64 * 2**20  # Arrow bytes of batches a writer puts in one file before it uses its other lanes
+LANE_SPLIT_FROM = 2**20  # Arrow bytes of a batch worth slicing over the lanes (smaller ones go to lane 0)
 
 NameFn = Callable[[str, int], str]  # (partition directory, file number) -> key
 
@@ -115,14 +133,19 @@ def _show_value(array: pa.Array, row: int, limit: int = 80) -> str:
 
 
 class _Sequence:
-    """The files of one partition directory: a row buffer and at most one open file."""
+    """The files of one partition directory (or of one lane of it): a row buffer and at most
+    one open file."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, lane: int = 0) -> None:
         self.directory = directory
+        self.lane = lane
         self.buffer: List[Mapping[str, Any]] = []
-        self.files = 0
         self.stream: Optional[MultipartStream] = None
         self.encoder: Optional[FileEncoder] = None
+
+    @property
+    def key(self) -> Tuple[str, int]:
+        return self.directory, self.lane
 
     @property
     def size(self) -> int:
@@ -153,7 +176,7 @@ class FileWriter:
         layout: Layout = Layout(),
         on_file: Callable[[PendingFile], None] = lambda f: None,
         buffer_bytes: int = BATCH_BYTES,
-        encode_pool: Optional[ThreadPoolExecutor] = None,
+        encode_pools: Sequence[ThreadPoolExecutor] = (),
     ) -> None:
         self._client = client
         self._pool = pool
@@ -166,16 +189,23 @@ class FileWriter:
         self._name = name
         self._layout = layout
         self._on_file = on_file
-        self._sequences: Dict[str, _Sequence] = {}
-        self._opened: Dict[str, _Sequence] = {}  # sequences with an open file
+        self._sequences: Dict[Tuple[str, int], _Sequence] = {}
+        self._opened: Dict[Tuple[str, int], _Sequence] = {}  # sequences with an open file
+        self._file_numbers: Dict[str, int] = {}  # the last file number per directory
+        self._files_lock = threading.Lock()  # the lanes' encode threads open and close files
         self._buffer_bytes = buffer_bytes
         self._batch_rows = min(1024, MAX_BATCH_ROWS)  # rows per buffer, from the last batch's size
         self._buffered = 0  # rows in all buffers
         self._done: List[PendingFile] = []
         self._current: Optional[_Sequence] = None
         self._unpartitioned: Optional[_Sequence] = None  # the one sequence without partition_by
-        self._encode_pool = encode_pool  # None: encode in the caller's thread
+        self._encode_pools = tuple(encode_pools)  # one per lane; none: encode in the caller's thread
+        self._lanes = max(1, min(len(self._encode_pools), layout.max_open_files))
+        self._lanes_used = 1
+        self._batch_bytes = 0  # Arrow bytes of batches taken without partition_by
         self._encoding: Deque["Future[None]"] = collections.deque()
+        # Every open file's parts in flight and the one it fills, recycled (see .s3).
+        self._part_buffers = PartBuffers(config.part_size, keep=config.max_concurrency + self._lanes)
         self._encode_failed = False  # set by the encode thread: later batches are dropped
         self._reported = 0  # files of self._done given to on_file
         self.error: Optional[str] = None
@@ -250,9 +280,9 @@ class FileWriter:
             return
         try:
             if not self._layout.partition_by:
-                sequence = self._unpartitioned or self._sequence("")
-                self._flush_rows(sequence)  # rows buffered before the batch go first
-                self._encode(sequence, batch)
+                for sequence, part in self._lanes_for(batch):
+                    self._flush_rows(sequence)  # rows buffered before the batch go first
+                    self._encode(sequence, part)
                 return
             for directory, part in self._partitions(batch):
                 sequence = self._sequence(directory)
@@ -260,6 +290,21 @@ class FileWriter:
                 self._encode(sequence, part)
         except HANDLED as exc:
             self._fail(exc)
+
+    def _lanes_for(self, batch: pa.RecordBatch) -> List[Tuple[_Sequence, pa.RecordBatch]]:
+        """(unpartitioned sequence, rows) pairs for ``batch``: all of it to the first lane until
+        the writer has taken ``LANES_FROM`` bytes of batches, and for batches under
+        ``LANE_SPLIT_FROM``; else an equal run of its rows per lane (slices: no copy)."""
+        taken = self._batch_bytes
+        self._batch_bytes += batch.nbytes
+        if self._lanes == 1 or taken < LANES_FROM or batch.nbytes < LANE_SPLIT_FROM or batch.num_rows < self._lanes:
+            return [(self._unpartitioned or self._sequence(""), batch)]
+        self._lanes_used = self._lanes
+        bounds = [batch.num_rows * lane // self._lanes for lane in range(self._lanes + 1)]
+        return [
+            (self._sequence("", lane), batch.slice(start, end - start))
+            for lane, (start, end) in enumerate(zip(bounds, bounds[1:]))
+        ]
 
     def _partitions(self, batch: pa.RecordBatch) -> List[Any]:
         """(directory, file batch) per partition in ``batch``: one code per row (a
@@ -306,13 +351,14 @@ class FileWriter:
         ``sys.getswitchinterval()``, 5 ms) while the caller converts the next rows; the others
         (a Parquet row group to encode) go to the thread, and up to ``ROWS_AHEAD`` row batches
         queue behind one, so that conversion goes on while the group is encoded."""
-        if self._encode_pool is None:
+        if not self._encode_pools:
             self._write_explained(sequence, batch)
         elif rows and self._idle() and sequence.encoder is not None and sequence.encoder.buffers(batch):
             self._write_explained(sequence, batch)
         else:
-            self._encoding.append(self._encode_pool.submit(self._encode_task, sequence, batch))
-            ahead = ROWS_AHEAD if rows else ENCODE_AHEAD
+            pool = self._encode_pools[sequence.lane]  # one thread: a lane's batches stay in order
+            self._encoding.append(pool.submit(self._encode_task, sequence, batch))
+            ahead = ROWS_AHEAD if rows else ENCODE_AHEAD * self._lanes_used
             while len(self._encoding) > ahead:
                 self._encoding.popleft().result()
         self._report_files()
@@ -356,11 +402,11 @@ class FileWriter:
         except ENCODE_ERRORS as exc:  # explained: the column and the value
             raise EncodeError(self._explain_encode_error(batch, exc)) from exc
 
-    def _sequence(self, directory: str) -> _Sequence:
-        sequence = self._sequences.get(directory)
+    def _sequence(self, directory: str, lane: int = 0) -> _Sequence:
+        sequence = self._sequences.get((directory, lane))
         if sequence is None:
-            sequence = self._sequences[directory] = _Sequence(directory)
-        if not directory:
+            sequence = self._sequences[directory, lane] = _Sequence(directory, lane)
+        if not directory and not lane:
             self._unpartitioned = sequence
         return sequence
 
@@ -414,13 +460,16 @@ class FileWriter:
 
     # files ----------------------------------------------------------------------------
     def _open_file(self, sequence: _Sequence) -> None:
+        # Lanes never evict each other (there are at most max_open_files of them, and only
+        # without partition_by), so the largest file closed here is never another thread's.
         if len(self._opened) >= self._layout.max_open_files:
             largest = max(self._opened.values(), key=lambda s: s.size)
             _log.debug("%d files open: closing the largest, in %r", len(self._opened), largest.directory)
             self._close_file(largest)
-        self._opened[sequence.directory] = sequence
-        sequence.files += 1
-        key = self._name(sequence.directory, sequence.files)
+        with self._files_lock:
+            self._opened[sequence.key] = sequence
+            number = self._file_numbers[sequence.directory] = self._file_numbers.get(sequence.directory, 0) + 1
+        key = self._name(sequence.directory, number)
         self._current = sequence
         sequence.stream = MultipartStream(
             self._client,
@@ -428,9 +477,10 @@ class FileWriter:
             key,
             part_size=self._config.part_size,
             pool=self._pool,
-            max_in_flight=self._config.max_concurrency,
+            max_in_flight=max(1, self._config.max_concurrency // self._lanes),  # the lanes' parts share it
             create_args=self._config.objects.data_file_args(self._format.content_type),
             part_args=self._config.objects.part_args(),
+            buffers=self._part_buffers,
         )
         sequence.encoder = self._format.open(self._file_schema, sequence.stream, self._max_file_size)
 
@@ -446,8 +496,9 @@ class FileWriter:
             ) from exc
         pending = dataclasses.replace(stream.finish(rows=encoder.rows), stats=encoder.stats())  # .stats
         sequence.encoder = sequence.stream = None
-        self._opened.pop(sequence.directory, None)
-        self._done.append(pending)
+        with self._files_lock:
+            self._opened.pop(sequence.key, None)
+            self._done.append(pending)
         _log.debug(
             "uploaded %s: %d rows, %d bytes, %d parts (pending)",
             pending.key,
@@ -482,7 +533,8 @@ class FileWriter:
         if current is not None and current.stream is not None:
             key = current.stream.key
         else:
-            key = self._name(current.directory if current else "", (current.files if current else 0) + 1)
+            directory = current.directory if current else ""
+            key = self._name(directory, self._file_numbers.get(directory, 0) + 1)
         self.error = f"{exc} (while writing s3://{self._bucket}/{key}; nothing was made visible)"
         for sequence in self._sequences.values():
             if sequence.stream is not None:

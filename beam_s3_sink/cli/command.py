@@ -175,6 +175,14 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--sink_id", help="names every object of the copy; rerunning with the same id is idempotent (default: a new id)"
     )
+    out.add_argument(
+        "--encode_threads",
+        type=int,
+        default=2,
+        metavar="N",
+        help="encode a large unpartitioned copy into N files at once, one thread each (default 2: "
+        "this process is the only worker; 1: one file, less memory)",
+    )
     parser.add_argument("--verbose", action="store_true", help="show Beam's own log (INFO and up)")
     fmt = parser.add_argument_group("format options")
     fmt.add_argument("--header", action="store_true", default=None, help="csv: write a header line")
@@ -237,6 +245,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
             max_file_size=args.max_file_size,
             sink_id=args.sink_id,
             validate_only=args.dry_run,
+            encode_threads=args.encode_threads,
         )
         options = PipelineOptions(pipeline_args)
         local = progress_dir if _workers_are_local(options) else None

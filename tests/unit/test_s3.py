@@ -9,7 +9,16 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from beam_s3_sink.errors import S3RequestError
-from beam_s3_sink.s3 import MultipartStream, RetryCounter, call, describe_error, error_code, list_keys, list_uploads
+from beam_s3_sink.s3 import (
+    MultipartStream,
+    PartBuffers,
+    RetryCounter,
+    call,
+    describe_error,
+    error_code,
+    list_keys,
+    list_uploads,
+)
 
 from .fakes import FakeS3, client_error
 
@@ -51,6 +60,33 @@ def test_the_parts_complete_into_the_bytes_written(fake_s3, pool):
         MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in pending.parts]},
     )
     assert fake_s3.body(KEY) == b"abcdefghijkl"
+
+
+def test_part_buffers_are_filled_again_once_uploaded_and_the_parts_stay_intact(fake_s3, pool):
+    buffers = PartBuffers(size=4, keep=2)
+    taken = []
+    take = buffers.take
+    buffers.take = lambda: taken.append(take()) or taken[-1]
+    for key in ("p/a", "p/b"):  # two files share the buffers, as a writer's lanes do
+        out = MultipartStream(fake_s3, "bucket", key, part_size=4, pool=pool, max_in_flight=1, buffers=buffers)
+        out.write(b"abcdefghijklmn")
+        pending = out.finish(rows=1)
+        upload = fake_s3.uploads[pending.upload_id]
+        assert [upload.parts[n][1] for n in sorted(upload.parts)] == [b"abcd", b"efgh", b"ijkl", b"mn"]
+    # Four parts a file (the last one cut short, then dropped); with one part in flight, the
+    # third part of each file at the latest fills a buffer that an uploaded part gave back.
+    assert len(taken) == 8 and len({id(b) for b in taken}) <= 6
+    with pytest.raises(ValueError, match="buffers of 4 bytes for parts of 8"):
+        MultipartStream(fake_s3, "bucket", KEY, part_size=8, pool=pool, max_in_flight=1, buffers=buffers)
+
+
+def test_part_buffers_keep_at_most_keep_and_drop_short_last_parts():
+    buffers = PartBuffers(size=4, keep=1)
+    first, second = buffers.take(), buffers.take()
+    buffers.give(first)
+    buffers.give(second)  # over keep: left to the allocator
+    buffers.give(bytearray(2))  # a last part, cut short
+    assert buffers.take() is first and buffers.take() not in (first, second)
 
 
 def test_the_upload_is_created_lazily_and_an_empty_file_gets_one_empty_part(fake_s3, pool):

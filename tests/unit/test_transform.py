@@ -7,10 +7,13 @@ process on the FnApiRunner) talk to it.
 
 from __future__ import annotations
 
+import io
 import json
+import threading
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from beam_s3_sink import CopyToS3, CsvFormat, S3Config
@@ -48,6 +51,7 @@ def test_parse_size_refuses(size):
         (dict(if_exists="overwrite"), ValueError, "if_exists"),
         (dict(num_batches=0), ValueError, "num_batches must be an int from 1 to 10000"),
         (dict(partition_by=("a", "a")), ValueError, "repeats a column"),
+        (dict(encode_threads=0), ValueError, "encode_threads must be an int from 1 to 8"),
     ],
 )
 def test_bad_arguments_fail_at_construction(kwargs, error, says):
@@ -139,3 +143,38 @@ def test_a_dry_run_makes_no_request(fake_s3, copy):
     (result,) = copy(ROWS + [{"id": 1, "name": "nul\x00"}], format="csv", schema=SCHEMA, validate_only=True)
     assert result.dry_run and result.rows == 21 and result.invalid_rows == 1
     assert "NUL" in result.invalid[0] and fake_s3.calls == []
+
+
+def test_encode_threads_spread_large_arrow_input_over_that_many_files(fake_s3, copy, monkeypatch):
+    """With ``encode_threads=2`` a worker's Arrow input past ``LANES_FROM`` (made small here)
+    goes into two files at once, each encoded on its own thread; every row lands once."""
+    import beam_s3_sink.writer as writer_module
+    from beam_s3_sink.formats.parquet import ParquetEncoder
+
+    monkeypatch.setattr(writer_module, "LANES_FROM", 64 * 1024)
+    monkeypatch.setattr(writer_module, "LANE_SPLIT_FROM", 1024)
+    threads = set()
+    write = ParquetEncoder.write
+    monkeypatch.setattr(
+        ParquetEncoder,
+        "write",
+        lambda self, batch: (threads.add(threading.current_thread().name), write(self, batch))[1],
+    )
+    tables = [
+        pa.table({"id": range(i, i + 5000), "name": [f"n{j}" for j in range(i, i + 5000)]})
+        for i in range(0, 60_000, 5000)
+    ]
+    (result,) = copy(tables, schema=SCHEMA, sink_id="s1", encode_threads=2)
+    assert result.ok and result.rows == 60_000 and len(result.files) == 2, result
+    assert {name.split("_")[0] for name in threads} == {"encode-0", "encode-1"}
+
+    ids = [
+        i
+        for f in result.files
+        for i in pq.read_table(io.BytesIO(fake_s3.body(f.uri[len("s3://bucket/") :])))["id"].to_pylist()
+    ]
+    assert sorted(ids) == list(range(60_000))
+
+    fake_s3.objects.clear()
+    (one,) = copy(tables, schema=SCHEMA, sink_id="s2")  # the default: one file per worker
+    assert one.ok and one.rows == 60_000 and len(one.files) == 1

@@ -38,7 +38,7 @@ def writer(fake, pool, fmt=CsvFormat(), max_file_size=2**30, layout=Layout(), sc
     def name(directory, number):
         return (f"p/{directory}/" if directory else "p/") + f"file-{number:04d}.{fmt.extension}"
 
-    kwargs.setdefault("encode_pool", pool.encode_pool)
+    kwargs.setdefault("encode_pools", (pool.encode_pool,) if pool.encode_pool else ())
     return FileWriter(fake, pool, CONFIG, fmt, schema, max_file_size, "bucket", name, layout, **kwargs)
 
 
@@ -326,3 +326,128 @@ def test_an_encode_error_on_the_thread_stops_later_batches(fake_s3, pool):
     report = w.finish()
     assert "column 'name' (string), value 'x'" in report.error and report.files == ()
     assert fake_s3.uploads == {}  # aborted, once the thread was idle
+
+
+# lanes: large Arrow input encoded into two files at once -------------------------------------
+LANE_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def _lane_batches(count: int, rows: int = 1000):
+    return [
+        pa.record_batch(
+            {"id": list(range(i * rows, (i + 1) * rows)), "name": [f"n{j}" for j in range(rows)]},
+            schema=LANE_SCHEMA,
+        )
+        for i in range(count)
+    ]
+
+
+@pytest.fixture
+def lanes(monkeypatch):
+    """Two encode threads, and lanes that start after 3 batches' bytes and split every batch."""
+    import beam_s3_sink.writer as writer_module
+
+    size = _lane_batches(1)[0].nbytes
+    monkeypatch.setattr(writer_module, "LANES_FROM", 3 * size)
+    monkeypatch.setattr(writer_module, "LANE_SPLIT_FROM", size // 2)
+    with ThreadPoolExecutor(2) as parts:
+        pools = tuple(ThreadPoolExecutor(1, thread_name_prefix=f"lane-{n}") for n in range(2))
+        parts.encode_pool = None
+        parts.lanes = pools
+        yield parts
+        for p in pools:
+            p.shutdown()
+
+
+class _ThreadRecording(ParquetFormat):
+    """Parquet, recording which thread encoded each batch, per file (by the encoder's id)."""
+
+    def __init__(self, seen):
+        super().__init__()
+        object.__setattr__(self, "_seen", seen)
+
+    def open(self, schema, out, max_file_size):
+        encoder = super().open(schema, out, max_file_size)
+        write, seen = encoder.write, self._seen
+
+        def recorded(batch):
+            seen.setdefault(id(encoder), set()).add(threading.current_thread().name.split("_")[0])
+            return write(batch)
+
+        encoder.write = recorded
+        return encoder
+
+
+def test_large_arrow_input_is_encoded_into_two_files_on_two_threads(fake_s3, lanes):
+    seen = {}
+    w = writer(fake_s3, lanes, fmt=_ThreadRecording(seen), encode_pools=lanes.lanes)
+    batches = _lane_batches(12)
+    for batch in batches:
+        w.add_batch(batch)
+    report = w.finish()
+    assert report.error is None and report.rows == 12_000
+    bodies = complete(fake_s3, report)
+    assert sorted(bodies) == ["p/file-0001.parquet", "p/file-0002.parquet"]
+    first = pq.read_table(io.BytesIO(bodies["p/file-0001.parquet"]))["id"].to_pylist()
+    second = pq.read_table(io.BytesIO(bodies["p/file-0002.parquet"]))["id"].to_pylist()
+    # The first three batches go to lane 0 whole; then each lane takes half of every batch.
+    assert first == list(range(3000)) + [i for b in range(3, 12) for i in range(b * 1000, b * 1000 + 500)]
+    assert second == [i for b in range(3, 12) for i in range(b * 1000 + 500, (b + 1) * 1000)]
+    assert sorted(seen.values(), key=sorted) == [{"lane-0"}, {"lane-1"}]  # one thread per file
+    assert [f.rows for f in sorted(report.files, key=lambda f: f.key)] == [7500, 4500]
+
+
+def test_lanes_make_the_same_files_from_the_same_input(lanes):
+    """Sizes and order decide the lane, never timing: a rerun writes the same files (the lanes
+    number the files they open in turn, so which full file gets which number may differ)."""
+    runs = []
+    for _ in range(2):
+        fake = FakeS3()
+        w = writer(fake, lanes, fmt=ParquetFormat(), max_file_size=40_000, encode_pools=lanes.lanes)
+        for batch in _lane_batches(12):
+            w.add_batch(batch)
+        runs.append(complete(fake, w.finish()))
+    assert sorted(runs[0].values()) == sorted(runs[1].values()) and len(runs[0]) > 2
+    names = sorted(runs[0])  # full files roll over to the directory's next number, whatever the lane
+    assert names == [f"p/file-{n:04d}.parquet" for n in range(1, len(names) + 1)]
+    assert sorted(i for body in runs[0].values() for i in pq.read_table(io.BytesIO(body))["id"].to_pylist()) == list(
+        range(12_000)
+    )
+
+
+def test_small_arrow_input_rows_and_partitions_use_one_lane(fake_s3, lanes):
+    w = writer(fake_s3, lanes, encode_pools=lanes.lanes)
+    for batch in _lane_batches(3):  # under LANES_FROM
+        w.add_batch(batch)
+    assert len(w.finish().files) == 1
+
+    fake = FakeS3()
+    w = writer(fake, lanes, encode_pools=lanes.lanes)
+    for batch in _lane_batches(30, rows=300):  # each under LANE_SPLIT_FROM
+        w.add_batch(batch)
+    assert len(w.finish().files) == 1
+
+    fake = FakeS3()
+    w = writer(fake, lanes, encode_pools=lanes.lanes)
+    w.add_rows([row for batch in _lane_batches(12) for row in batch.to_pylist()])  # rows never take a lane
+    assert len(w.finish().files) == 1
+
+    fake = FakeS3()
+    w = writer(fake, lanes, encode_pools=lanes.lanes, layout=Layout(max_open_files=1))  # one file at a time
+    for batch in _lane_batches(12):
+        w.add_batch(batch)
+    assert len(w.finish().files) == 1
+
+
+def test_an_encode_error_in_the_second_lane_makes_nothing_visible(fake_s3, lanes):
+    w = writer(fake_s3, lanes, fmt=TextFormat(null="bad!"), encode_pools=lanes.lanes)
+    batches = _lane_batches(12)
+    bad = pa.record_batch({"id": [-1], "name": ["bad!"]}, schema=LANE_SCHEMA)  # cannot be encoded
+    for i, batch in enumerate(batches):
+        if i == 4:  # in the half that lane 1 encodes
+            batch = pa.Table.from_batches([batch, bad]).combine_chunks().to_batches()[0]
+        w.add_batch(batch)
+    report = w.finish()
+    assert "column 'name' (string), value 'bad!'" in report.error and report.files == ()
+    assert "file-0002" in report.error  # lane 1's file
+    assert fake_s3.uploads == {}  # both lanes' uploads aborted, once their threads were idle
