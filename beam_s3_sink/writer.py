@@ -18,20 +18,21 @@ metrics live in the caller's thread)::
 
     caller: batch ─▶ conform ─submit─▶ ≤ ENCODE_AHEAD queued ─▶ encode thread: encoder ─▶ parts
 
-A writer given more than one encode thread (``encode_pools``: the layout's
-``encode_threads``) spreads large Arrow input over *lanes*, one open file each, so that both cores encode:
-the Parquet encoding of one file is a copy's critical path, and pyarrow encodes one file on one
+A writer given more than one encode thread (``encode_pools``: the layout's ``encode_threads``)
+spreads large Arrow input over *lanes*, one open file each, so that more cores encode: the
+Parquet encoding of one file is a copy's critical path, and pyarrow encodes a file on one
 thread. Without ``partition_by``, once the writer has taken ``LANES_FROM`` bytes of Arrow
 batches into its first file, each batch of at least ``LANE_SPLIT_FROM`` bytes is sliced (no
 copy) into one run of rows per lane, and each lane encodes its slices on its own thread, in
-order. So the lanes encode the same batch at once and hold no more than one lane would. Sizes
+order. So the lanes encode halves of one batch at once and hold no more batches than one lane
+would (each open file adds its encoder and part buffers: about 45 MiB on TPC-H lineitem). Sizes
 and order alone decide (never timing), so the same input makes the same files (numbered in the
 order the lanes open them); a copy of less than ``LANES_FROM`` bytes of batches, or of rows,
 still makes one file, and so does ``partition_by`` (its files are already many)::
 
-    batches ─▶ first LANES_FROM bytes, small batches ─▶ lane 0 ─▶ encode thread 0 ─▶ file 1 (3, 5 ... when full)
+    batches ─▶ first LANES_FROM bytes, small batches ─▶ lane 0 ─▶ encode thread 0 ─▶ file 1 ─▶ (when full) 3
                then each batch: first half of its rows ─┘
-                                second half ───────────▶ lane 1 ─▶ encode thread 1 ─▶ file 2 (4, 6 ...)
+                                second half ───────────▶ lane 1 ─▶ encode thread 1 ─▶ file 2 ─▶ (when full) 4
 
 The row buffer's batches take the thread only to encode: converting rows holds the GIL,
 and handing a batch to another thread costs a GIL switch (up to 5 ms) while the caller
