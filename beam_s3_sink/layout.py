@@ -17,8 +17,8 @@ live in the path); ``keep_partition_columns=True`` keeps them in the files too.
 
 ``encode_threads`` is how many files one worker may encode at once from large Arrow input
 without partitions (:mod:`.writer`'s lanes): 1 by default, since on a distributed runner the
-parallelism comes from the workers; 2 uses a second core in a single process (the command line
-does), for about 45 MiB more memory and a second file.
+parallelism comes from the workers; 2 or more uses idle cores in a single process, for about
+45 MiB more memory and one more file per thread.
 """
 
 from __future__ import annotations

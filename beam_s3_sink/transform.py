@@ -144,8 +144,8 @@ class CopyToS3(beam.PTransform):
       max_open_files: at most this many partition files open at once per worker; when more
         are needed the largest is finished first.
       encode_threads: without ``partition_by``, a worker encodes its Arrow input past 64 MiB
-        into this many files at once, each on its own thread (default 1; 2 suits a single
-        process, as ``beam-s3-copy`` runs, at about 45 MiB more memory).
+        into this many files at once, each on its own thread (default 1; more uses idle cores
+        of a single process, for about 45 MiB more memory per thread).
       validate_only: a dry run: check every row against the schema and the format, write
         nothing (no S3 request), and report the rows that would fail (:mod:`.validate`).
     """

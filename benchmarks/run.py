@@ -277,7 +277,7 @@ LINEITEM_LABELS = {
     "copy_batches": "CopyToS3, batches from ReadFromParquetBatched",
     "copy_batches_2t": "CopyToS3 encode_threads=2, batches from ReadFromParquetBatched",
     "copy_rows": "CopyToS3, rows from ReadFromParquet",
-    "cli": "beam-s3-copy --source lineitem.parquet (python -m beam_s3_sink.cli; encode_threads 2)",
+    "cli": "beam-s3-copy --source lineitem.parquet (python -m beam_s3_sink.cli)",
 }
 
 

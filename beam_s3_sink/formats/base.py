@@ -39,6 +39,7 @@ module and one test file (and its name in ``formats/__init__.py``). The module d
 from __future__ import annotations
 
 import abc
+import io
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Protocol, Tuple
 
 import pyarrow as pa
@@ -48,7 +49,7 @@ from ..errors import EncodeError
 if TYPE_CHECKING:
     from ..stats import ColumnStats
 
-__all__ = ["Format", "FileEncoder", "OutputStream", "ENCODE_ERRORS"]
+__all__ = ["Format", "FileEncoder", "OutputStream", "KeepOpen", "ENCODE_ERRORS"]
 
 ENCODE_ERRORS = (EncodeError, pa.ArrowException)
 """What an encoder raises for a value it cannot write: its own :class:`EncodeError` (naming
@@ -67,6 +68,32 @@ class OutputStream(Protocol):
     def tell(self) -> int: ...
 
     def flush(self) -> None: ...
+
+
+class KeepOpen(io.RawIOBase):
+    """Passes writes to ``out`` but never closes it: pyarrow closes what it wraps, and the
+    caller still needs the stream (``MultipartStream.finish``, ``BytesIO.getvalue``)."""
+
+    def __init__(self, out: OutputStream) -> None:
+        super().__init__()
+        self._out = out
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._out.write(data)
+        return memoryview(data).nbytes
+
+    def tell(self) -> int:
+        return self._out.tell()
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def closed(self) -> bool:
+        return False
 
 
 class FileEncoder(abc.ABC):

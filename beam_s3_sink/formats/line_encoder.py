@@ -22,7 +22,6 @@ pyarrow already): one streaming API for both codecs, and no new dependency.
 
 from __future__ import annotations
 
-import io
 from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
@@ -30,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..stats import ColumnStats, StatsCounter
-from .base import FileEncoder, OutputStream
+from .base import FileEncoder, KeepOpen, OutputStream
 
 __all__ = [
     "COMPRESSIONS",
@@ -83,32 +82,6 @@ def join_lines(fields: List[pa.Array], delimiter: str) -> pa.Array:
     return line if pa.types.is_string(line.type) or pa.types.is_large_string(line.type) else line.cast(pa.string())
 
 
-class _KeepOpen(io.RawIOBase):
-    """Passes writes to ``out`` but never closes it: pyarrow closes what it wraps, and the
-    caller still needs the stream (``MultipartStream.finish``, ``BytesIO.getvalue``)."""
-
-    def __init__(self, out: OutputStream) -> None:
-        super().__init__()
-        self._out = out
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self._out.write(data)
-        return memoryview(data).nbytes
-
-    def tell(self) -> int:
-        return self._out.tell()
-
-    def close(self) -> None:
-        pass
-
-    @property
-    def closed(self) -> bool:
-        return False
-
-
 class LineEncoder(FileEncoder):
     """One data file of lines: ``render(batch)`` gives the lines, this writes whole ones."""
 
@@ -127,7 +100,7 @@ class LineEncoder(FileEncoder):
         self._stopped = False
         self._sink: Any = out
         if compression is not None:
-            self._sink = pa.CompressedOutputStream(_KeepOpen(out), compression)
+            self._sink = pa.CompressedOutputStream(KeepOpen(out), compression)
         self._compressed = compression is not None
         # The bytes that may be written before close(): all of them, less the compressor's end.
         self._limit = max_file_size - (_TRAILER_BYTES if self._compressed else 0)

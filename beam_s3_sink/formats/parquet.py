@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 
 from ..errors import EncodeError
 from ..stats import ColumnStats, parquet_footer_stats
-from .base import FileEncoder, Format, OutputStream
+from .base import FileEncoder, Format, KeepOpen, OutputStream
 
 __all__ = ["ParquetFormat", "parquet_schema", "to_file_table", "TYPE_PROFILES"]
 
@@ -70,6 +70,12 @@ spent 0.28 s there, 70 % of its rows, while smaller groups are encoded on the en
 the rows come."""
 MAX_PENDING_BYTES = 64 * 2**20
 """The most Arrow bytes an encoder buffers for one row group, however well the data compresses."""
+SINK_BUFFER = 2**20
+"""Bytes of the native buffer between pyarrow's Parquet writer and the output stream. pyarrow
+writes a row group in some 200 pieces, most of them page headers of a few dozen bytes; into a
+Python file object each piece is a call that needs the GIL, which the thread feeding the copy
+(Beam, the reader) holds most of the time, so an encode thread waited on it about once per
+piece. Buffered natively, the stream gets a few whole MiBs per row group instead."""
 MIN_WHOLE_BATCH = 8 * 2**20
 """A batch of at least this many Arrow bytes (and a quarter of a row group) is a row group of its
 own: already held by its producer, it is encoded as it is rather than gathered with others."""
@@ -409,7 +415,11 @@ class ParquetEncoder(FileEncoder):
             writer_schema, options = schema, dict(options, store_schema=False)
         else:
             writer_schema = self._file_schema
-        self._writer = pq.ParquetWriter(out, writer_schema, **options)
+        # Native buffering, no GIL per piece (SINK_BUFFER); closing the writer flushes it into
+        # ``out``, which stays open for the caller.
+        self._sink = pa.BufferedOutputStream(pa.PythonFile(KeepOpen(out), mode="w"), buffer_size=SINK_BUFFER)
+        self._writer = pq.ParquetWriter(self._sink, writer_schema, **options)
+        self._closed_size = 0
         self._pending: List[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._arrow_written = 0
@@ -466,14 +476,15 @@ class ParquetEncoder(FileEncoder):
         table = pa.Table.from_batches(self._pending, schema=self._schema)
         if self._cast:
             table = to_file_table(table, self._file_schema)
-        before = self.out.tell()
+        before = self._tell()
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self._sink.flush()  # the group's bytes to the stream now, to upload while the next encodes
         del table
         self._pending = []
         # Hand the group's freed buffers back to the OS now: pyarrow's pool (mimalloc) keeps
         # them otherwise, and a copy's peak RSS grows by about a row group's worth.
         pa.default_memory_pool().release_unused()
-        self._last_group_encoded = self.out.tell() - before
+        self._last_group_encoded = self._tell() - before
         self._arrow_written += self._pending_bytes
         self._encoded_written += self._last_group_encoded
         self._groups += 1
@@ -488,7 +499,7 @@ class ParquetEncoder(FileEncoder):
         return (
             self._groups > 0
             and not self._pending
-            and self.out.tell() + self._last_group_encoded + self._footer_estimate() > self.max_file_size
+            and self._tell() + self._last_group_encoded + self._footer_estimate() > self.max_file_size
         )
 
     def close(self) -> None:
@@ -497,6 +508,12 @@ class ParquetEncoder(FileEncoder):
             encoded = base64.b64encode(self._stored_schema.serialize().to_pybytes()).decode("ascii")
             self._writer.add_key_value_metadata({"ARROW:schema": encoded})
         self._writer.close()
+        self._closed_size = self._sink.tell()
+        self._sink.close()  # flushes the footer into ``out`` (KeepOpen: ``out`` stays open)
+
+    def _tell(self) -> int:
+        """Bytes of the file so far, those still in the native buffer included."""
+        return self._closed_size if self._sink.closed else self._sink.tell()
 
     def stats(self) -> Tuple[ColumnStats, ...]:
         """From the footer just written (``FileMetaData``), per leaf column."""

@@ -196,3 +196,28 @@ def test_is_a_frozen_picklable_value():
     assert pickle.loads(pickle.dumps(fmt)) == fmt and fmt.extension == "parquet"
     with pytest.raises(AttributeError):
         fmt.compression = "gzip"  # type: ignore[misc]
+
+
+def test_the_stream_gets_whole_buffers_not_pyarrow_pieces():
+    """pyarrow writes a row group in hundreds of pieces; the output stream (a Python object,
+    each call taking the GIL) gets each group in a few whole writes, as soon as it is encoded."""
+
+    class Counting(io.BytesIO):
+        calls = 0
+
+        def write(self, data):
+            Counting.calls += 1
+            return super().write(data)
+
+    out = Counting()
+    encoder = ParquetFormat(row_group_size=64 * 1024).open(
+        pa.schema([("id", pa.int64()), ("s", pa.string())]), out, 2**30
+    )
+    table = pa.table({"id": range(200_000), "s": [f"value {i % 977}" for i in range(200_000)]})
+    for batch in table.to_batches(max_chunksize=20_000):
+        encoder.write(batch)
+        assert out.tell() > 0  # encoded groups reach the stream before the file closes
+    groups, calls = encoder._groups, Counting.calls
+    encoder.close()
+    assert groups > 3 and calls <= groups + 1  # one flush per group (pyarrow alone: ~20 per column chunk)
+    assert pq.read_table(io.BytesIO(out.getvalue())).equals(pa.Table.from_batches(table.to_batches()))
