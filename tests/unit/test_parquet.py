@@ -221,3 +221,20 @@ def test_the_stream_gets_whole_buffers_not_pyarrow_pieces():
     encoder.close()
     assert groups > 3 and calls <= groups + 1  # one flush per group (pyarrow alone: ~20 per column chunk)
     assert pq.read_table(io.BytesIO(out.getvalue())).equals(pa.Table.from_batches(table.to_batches()))
+
+
+def _dictionary_encoded(body: bytes):
+    meta = pq.read_metadata(io.BytesIO(body))
+    chunks = [meta.row_group(0).column(i) for i in range(meta.num_columns)]
+    return {c.path_in_schema: any("DICTIONARY" in e for e in c.encodings) for c in chunks}
+
+
+def test_dictionary_encoding_only_where_the_first_rows_repeat():
+    ids = list(range(40_000))
+    table = pa.table({"id": ids, "kind": [f"k{i % 7}" for i in ids], "note": [f"note {i}" for i in ids]})
+    body = encode(ParquetFormat(), table)[0]
+    assert _dictionary_encoded(body) == {"id": False, "kind": True, "note": False}
+    assert pq.read_table(io.BytesIO(body)).equals(table)
+    assert set(_dictionary_encoded(encode(ParquetFormat(use_dictionary=False), table)[0]).values()) == {False}
+    nested = table.append_column("tags", pa.array([[str(i)] for i in ids], pa.list_(pa.string())))
+    assert set(_dictionary_encoded(encode(ParquetFormat(), nested)[0]).values()) == {True}  # pyarrow's own choice
