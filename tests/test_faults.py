@@ -82,7 +82,7 @@ def test_copy_through_faults_keeps_every_row_once(fmt, runner_name, s3_endpoint,
             format=fmt,
             schema=SCHEMA,
             s3=s3_config.replace(endpoint_url=proxy.url, max_attempts=10),
-            max_file_size=16 * 1024,
+            max_file_size=10 * 1024,  # many small files: faults hit creates, parts and completions
         )
     assert_exactly_once(s3_client, bucket, "faulty", result, count)
     assert len(result.files) >= 30

@@ -17,6 +17,14 @@ group, such as the row groups ``ReadFromParquetBatched`` reads) are not gathered
 encoded as a row group of its own (cut at a group's size), so that the encoder holds no batch
 beyond the one its producer holds anyway.
 
+The writer is made with the file's first row group, which decides the dictionary columns
+(:func:`dictionary_columns`: mostly distinct columns are written plain from the start, instead
+of pyarrow building a dictionary, overflowing it and falling back). pyarrow writes a row group
+in some 200 pieces; a native buffer (``SINK_BUFFER``) gathers them, so that the output stream,
+a Python object, gets each group in a few writes without taking the GIL per piece::
+
+    row group ─▶ ParquetWriter ─(pieces)─▶ native buffer ─(≤ 1 MiB writes, flushed per group)─▶ stream
+
 The Arrow schema is stored in the file (``ARROW:schema``), so pyarrow and Polars restore the
 exact types. Which types land in the file is the format's ``types`` profile::
 
