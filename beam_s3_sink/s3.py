@@ -14,7 +14,7 @@ bytes of encoded data per open file. The streams of one writer share :class:`Par
 part's buffer, once uploaded, is filled again rather than freed. Freshly allocated 8 MiB
 buffers, filled on an encode thread and freed on an upload thread, otherwise stay in the C
 allocator's per-thread arenas (glibc raises its mmap threshold to the size of a freed block):
-about 30 MiB of peak RSS per encode thread on TPC-H lineitem.
+10 to 20 MiB of peak RSS on TPC-H lineitem.
 
 Transient failures (503 SlowDown, 500 InternalError, dropped connections, timeouts) are
 retried by botocore itself (``S3Config.retry_mode``/``max_attempts``), with the same bytes
