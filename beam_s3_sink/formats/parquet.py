@@ -54,7 +54,7 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass
-from typing import Any, ClassVar, List, Optional, Tuple
+from typing import Any, ClassVar, List, Optional, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -430,12 +430,11 @@ class ParquetEncoder(FileEncoder):
             writer_schema, options = schema, dict(options, store_schema=False)
         else:
             writer_schema = self._file_schema
-        # Native buffering, no GIL per piece (SINK_BUFFER); closing the writer flushes it into
-        # ``out``, which stays open for the caller.
+        # Native buffering, no GIL per piece (SINK_BUFFER), flushed into ``out`` per row group
+        # and at close; KeepOpen: pyarrow never closes ``out``, which the caller still needs.
         self._sink = pa.BufferedOutputStream(pa.PythonFile(KeepOpen(out), mode="w"), buffer_size=SINK_BUFFER)
         self._writer_schema, self._options = writer_schema, options
         self._writer: Optional[pq.ParquetWriter] = None  # made with the first row group (use_dictionary)
-        self._closed_size = 0
         self._pending: List[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._arrow_written = 0
@@ -492,7 +491,7 @@ class ParquetEncoder(FileEncoder):
         table = pa.Table.from_batches(self._pending, schema=self._schema)
         if self._cast:
             table = to_file_table(table, self._file_schema)
-        before = self._tell()
+        before = self._sink.tell()  # the bytes of the file so far, buffered ones included
         writer = self._writer or self._open_writer(table)
         writer.write_table(table, row_group_size=max(1, table.num_rows))
         self._sink.flush()  # the group's bytes to the stream now, to upload while the next encodes
@@ -501,7 +500,7 @@ class ParquetEncoder(FileEncoder):
         # Hand the group's freed buffers back to the OS now: pyarrow's pool (mimalloc) keeps
         # them otherwise, and a copy's peak RSS grows by about a row group's worth.
         pa.default_memory_pool().release_unused()
-        self._last_group_encoded = self._tell() - before
+        self._last_group_encoded = self._sink.tell() - before
         self._arrow_written += self._pending_bytes
         self._encoded_written += self._last_group_encoded
         self._groups += 1
@@ -516,7 +515,7 @@ class ParquetEncoder(FileEncoder):
         return (
             self._groups > 0
             and not self._pending
-            and self._tell() + self._last_group_encoded + self._footer_estimate() > self.max_file_size
+            and self._sink.tell() + self._last_group_encoded + self._footer_estimate() > self.max_file_size
         )
 
     def _open_writer(self, first: Optional[pa.Table]) -> pq.ParquetWriter:
@@ -533,13 +532,8 @@ class ParquetEncoder(FileEncoder):
         if self._stored_schema is not None:  # what store_schema=True writes (ARROW:schema)
             encoded = base64.b64encode(self._stored_schema.serialize().to_pybytes()).decode("ascii")
             writer.add_key_value_metadata({"ARROW:schema": encoded})
-        writer.close()
-        self._closed_size = self._sink.tell()
-        self._sink.close()  # flushes the footer into ``out`` (KeepOpen: ``out`` stays open)
-
-    def _tell(self) -> int:
-        """Bytes of the file so far, those still in the native buffer included."""
-        return self._closed_size if self._sink.closed else self._sink.tell()
+        writer.close()  # leaves the sink open
+        self._sink.flush()  # the footer into ``out``
 
     def stats(self) -> Tuple[ColumnStats, ...]:
         """From the footer just written (``FileMetaData``), per leaf column."""
@@ -547,7 +541,7 @@ class ParquetEncoder(FileEncoder):
         return parquet_footer_stats(self._writer.writer.metadata)
 
 
-def dictionary_columns(table: pa.Table) -> Any:
+def dictionary_columns(table: pa.Table) -> Union[bool, List[str]]:
     """``use_dictionary`` for a file whose first row group is ``table``: the names of the
     columns that are not mostly distinct in its first ``DICTIONARY_SAMPLE_ROWS`` rows, or True
     (every column) when a column is nested or has a dot in its name (pyarrow names a column to
