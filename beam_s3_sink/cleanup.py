@@ -18,17 +18,45 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import AbstractSet, Any, List, Optional, Tuple
 
 from .claim import read_claim_holder
 from .config import S3Config
-from .errors import CommittedCopyError
+from .errors import CommittedCopyError, S3RequestError
 from .keys import CopyKeys, parse_s3_uri, validate_sink_id
 from .s3 import call, list_keys, list_uploads
 
-__all__ = ["abort_copy", "AbortReport"]
+__all__ = ["abort_copy", "abort_uploads", "AbortReport"]
 
 _log = logging.getLogger(__name__)
+
+
+def abort_uploads(
+    client: Any, keys: CopyKeys, keep: AbstractSet[Tuple[str, str]] = frozenset(), strict: bool = False
+) -> Tuple[List[Tuple[str, str]], List[str]]:
+    """Abort the pending uploads of ``keys``' data files but those in ``keep`` (matched by
+    ``(key, upload id)``: a ``CreateMultipartUpload`` whose answer was lost and that botocore
+    retried leaves a second upload of the same key). Returns the ``(key, upload id)`` aborted
+    and, unless ``strict`` (then a refusal raises), a warning per refusal: pending uploads are
+    invisible, and some S3-compatible stores cannot list or abort them."""
+    bucket, aborted, warnings = keys.location.bucket, [], []
+    try:
+        uploads = [u for u in list_uploads(client, bucket, keys.data_prefix) if keys.is_data_file(u[0]) and u not in keep]
+    except S3RequestError as exc:
+        if strict:
+            raise
+        _log.warning("could not list pending uploads of copy %s: %s", keys.sink_id, exc)
+        return [], [f"could not look for pending uploads to abort: {exc}"]
+    for key, upload_id in uploads:
+        try:
+            call(client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)
+            aborted.append((key, upload_id))
+        except S3RequestError as exc:
+            if strict:
+                raise
+            _log.warning("could not abort %s: %s", key, exc)
+            warnings.append(f"could not abort a pending upload: {exc}")
+    return aborted, warnings
 
 
 @dataclass(frozen=True)
@@ -83,11 +111,7 @@ def abort_copy(
             f"copy {sink_id!r} in {location.uri} is complete (its manifest is there and no sentinel): "
             f"removing it deletes finished data; pass --force (force=True) to remove it anyway"
         )
-    aborted = []
-    for key, upload_id in list_uploads(client, bucket, keys.data_prefix):
-        if keys.is_data_file(key):
-            call(client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)
-            aborted.append((location.object_uri(key), upload_id))
+    aborted = [(location.object_uri(key), upload_id) for key, upload_id in abort_uploads(client, keys, strict=True)[0]]
     deleted = []
     for key in [k for k in owned if k != keys.sentinel]:
         call(client, "DeleteObject", bucket, key)

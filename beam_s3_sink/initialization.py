@@ -43,13 +43,14 @@ import logging
 from typing import Any, Dict, Iterable, List, Optional
 
 from .claim import CONDITIONAL, FALLBACK, abort_hint, release_claim, take_claim
+from .cleanup import abort_uploads
 from .clients import _S3DoFn
 from .config import S3Config
 from .errors import S3RequestError
 from .keys import CopyKeys
 from .manifest import result_from_manifest
 from .messages import InitOutcome
-from .s3 import call, list_keys, list_uploads, read_object
+from .s3 import call, list_keys, read_object
 
 __all__ = ["initialize", "fallback_winner"]
 
@@ -117,7 +118,7 @@ def initialize(
         if winner != keys.sink_id:
             call(client, "DeleteObject", bucket, keys.sentinel)
             return InitOutcome(error=_claimed_by_other(keys, winner, ""))
-    warnings = _abort_uploads(client, keys)
+    warnings = abort_uploads(client, keys)[1]
     leftovers = sorted(k for k in present if k != keys.sentinel and keys.is_owned(k))
     for key in leftovers:
         call(client, "DeleteObject", bucket, key)
@@ -172,21 +173,3 @@ def _not_empty(keys: CopyKeys, foreign: List[str]) -> str:
             f"sink_id to finish it, or remove what it left with: {abort_hint(location.uri, owner)}."
         )
     return text
-
-
-def _abort_uploads(client: Any, keys: CopyKeys) -> List[str]:
-    """Abort the pending uploads of ``ID``'s data files (best effort); return the warnings."""
-    bucket = keys.location.bucket
-    try:
-        uploads = [(k, u) for k, u in list_uploads(client, bucket, keys.data_prefix) if keys.is_data_file(k)]
-    except S3RequestError as exc:
-        _log.warning("could not list pending uploads of copy %s: %s", keys.sink_id, exc)
-        return [f"could not look for pending uploads of an earlier run to abort: {exc}"]
-    warnings: List[str] = []
-    for key, upload_id in uploads:
-        try:
-            call(client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)
-        except S3RequestError as exc:
-            _log.warning("could not abort %s: %s", key, exc)
-            warnings.append(f"could not abort a pending upload of an earlier run: {exc}")
-    return warnings

@@ -14,11 +14,6 @@ is kept as is (S3 keys are UTF-8). DuckDB and pyarrow decode ``%XX`` when they r
 
 Partition columns are left out of the files by default, as Hive and Spark do (their values
 live in the path); ``keep_partition_columns=True`` keeps them in the files too.
-
-``encode_threads`` is how many files one worker may encode at once from large Arrow input
-without partitions (:mod:`.writer`'s lanes): 1 by default, since on a distributed runner the
-parallelism comes from the workers; 2 or more uses idle cores in a single process, for about
-45 MiB more memory and one more file per thread.
 """
 
 from __future__ import annotations
@@ -31,11 +26,9 @@ import pyarrow as pa
 
 from .errors import RowError
 
-__all__ = ["Layout", "escape_path_name", "DEFAULT_PARTITION", "DEFAULT_MAX_OPEN_FILES", "MAX_ENCODE_THREADS"]
+__all__ = ["Layout", "escape_path_name", "DEFAULT_PARTITION"]
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-DEFAULT_MAX_OPEN_FILES = 16
-MAX_ENCODE_THREADS = 8
 _ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^") | frozenset(chr(c) for c in range(0x20))
 
 
@@ -67,16 +60,10 @@ class Layout:
     Attributes:
       partition_by: the partition columns, outermost first.
       keep_partition_columns: also write the partition columns into the files.
-      max_open_files: at most this many files open at once per worker; when one more is
-        needed, the largest open file is closed (finished) first.
-      encode_threads: without partitions, encode a worker's large Arrow input (past 64 MiB)
-        into this many files at once, each on its own thread (1 to ``MAX_ENCODE_THREADS``).
     """
 
     partition_by: Tuple[str, ...] = ()
     keep_partition_columns: bool = False
-    max_open_files: int = DEFAULT_MAX_OPEN_FILES
-    encode_threads: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.partition_by, str):
@@ -84,11 +71,6 @@ class Layout:
         object.__setattr__(self, "partition_by", tuple(self.partition_by))
         if len(set(self.partition_by)) != len(self.partition_by):
             raise ValueError(f"CopyToS3: partition_by repeats a column: {list(self.partition_by)}")
-        if isinstance(self.max_open_files, bool) or not isinstance(self.max_open_files, int) or self.max_open_files < 1:
-            raise ValueError(f"CopyToS3: max_open_files must be a positive int, got {self.max_open_files!r}")
-        threads = self.encode_threads
-        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_ENCODE_THREADS:
-            raise ValueError(f"CopyToS3: encode_threads must be an int from 1 to {MAX_ENCODE_THREADS}, got {threads!r}")
 
     def check(self, schema: pa.Schema) -> None:
         """Raise ``ValueError`` (at pipeline construction) for partition columns that cannot be used."""

@@ -1,66 +1,60 @@
-"""``CopyToS3``: the composite transform that wires the three steps together.
+"""``CopyToS3``: the composite transform that wires the three steps of a copy together.
 
-It writes Parquet, PostgreSQL ``COPY`` CSV or text, or JSON Lines files (the format objects of
-:mod:`.formats`); the steps below are the same for every format.
+The package's architecture, in one picture (each box names the module that owns it)::
 
-::
+    p ─▶ Initialize: Create([None]) ─▶ _InitializeFn ─InitOutcome─┬──────────────────────────────┐
+          errors ─AsList─┘   (initialization.py, claim.py)      │ AsSingleton                  │ AsSingleton
+                                                                 ▼                              ▼
+    rows ─▶ InGlobalWindow ─▶ Upload: Batch ──(key, Arrow blob)──▶ [GroupByKey] ─▶ Write ──UploadReport*──▶ Complete: Merge ─▶ Run ─▶ CopyToResult
+                                      (batches.py: rows and Arrow   per_bundle: none   (upload.py,        (completion.py: complete the
+                                       elements become batches)     grouped: by writer   writer.py,        uploads, manifest, sentinel)
+                                                                    group or shard       formats/, s3.py)
 
-    p ─▶ Initialize (Start: Create([None]) ─▶ Run: _InitializeFn) ───InitOutcome──────────────────────┐
-           errors ─AsList─┘                      │ AsSingleton                                       │ AsSingleton
-                                                 ▼                                                   ▼
-    rows ─▶ Upload ┬ DirectRunner: Gather ─▶ Write (per bundle) ────UploadReport*─▶ Complete (Merge ─▶ Run) ─▶ CopyToResult
-                   ├ other runners: Spill ─(key, Arrow blob)─▶ Group ─▶ Write ──┘ (one report per spill key)
-                   │                (fused upstream, no side input)   (AsSingleton init)
-                   └ num_batches: AssignShards ─▶ Group ─▶ Write ──┘ (one report per shard)
+    inside Write, per open file:  batches ─▶ encode thread ─▶ format encoder ─▶ MultipartStream ─▶ S3 parts
+                                  (≤ ENCODE_AHEAD queued)     (one row group,   (part_size buffers, ≤ max_concurrency
+                                                               or lines)          in flight; never completed here)
 
-The three steps are composites named after them, so a runner's graph shows ``Initialize``,
-``Upload`` and ``Complete``; a "shard" is one of the ``num_batches`` groups of rows (its files
-are ``P/ID-batch-<bbbb>-<nnnn>``).
-
-Which upload path a copy takes is decided when the pipeline is built, by the runner
-(:func:`shuffles_spills`): Beam's Python DirectRunner runs whole-input bundles, fuses a
-side-input consumer with its producer and keeps ``GroupByKey`` data in memory, so there each
-bundle writes its own (few, large) files; the portable runners (Flink, Spark, Prism,
-Dataflow) cut small bundles and their fusers never fuse a side-input consumer with what
-feeds it, so there the rows become Arrow blobs in a step with no side input, and files span
-bundles (:mod:`.spill`).
-
-Everything that can be checked without S3 is checked here, when the pipeline is built: the
-URI, the format and its options against the schema, the sizes. Nothing here touches the
-network: clients are made on the workers.
+Initialization checks the path and writes the sentinel once; every writer uploads its files
+without completing them and reports them; completion completes what the reports name, aborts
+every other upload of the copy, writes the manifest and removes the sentinel. So a failed or
+retried bundle's files never become visible, and a copy is all or nothing. Which upload graph
+runs is decided in one place, :func:`upload_graph`. Everything that can be checked without S3
+(the URI, the format and its options against the schema, the sizes, the windowing) is
+checked here, when the pipeline is built; nothing here touches the network.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.pvalue import AsList, AsSingleton, PCollection
 from apache_beam.transforms.display import DisplayDataItem
+from apache_beam.transforms.window import GlobalWindows
 
-from .arrow_upload import _ArrowAssignShardFn, _ArrowUploadFn, takes_batches
+from .batches import _ArrowBatchFn, _BatchFn, takes_batches
 from .completion import MergeReports, _CompleteFn
 from .config import S3Config, resolve_config
+from .errors import CopyToS3Error
 from .formats import Format, resolve_format
 from .if_exists import check_if_exists
 from .initialization import _InitializeFn
 from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
-from .layout import DEFAULT_MAX_OPEN_FILES, Layout
-from .messages import Gathered
+from .layout import Layout
 from .schema import resolve_schema
-from .sharding import _AssignShardFn, _ShardUploadFn
-from .spill import _ArrowSpillFn, _SpillFn, _WriteSpilledFn
-from .upload import _GatherFn, _UploadFn
-from .validate import MergeValidation, _ReportValidationFn, _ValidateFn
+from .upload import _WriteFn
+from .validate import validate_rows
+from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
 
-__all__ = ["CopyToS3", "parse_size"]
+__all__ = ["CopyToS3", "parse_size", "upload_graph", "UPLOAD_GRAPHS"]
 
 DEFAULT_MAX_FILE_SIZE = 256 * 2**20
 MIN_FILE_SIZE = 1024
 MAX_PARTS = 10_000
+UPLOAD_GRAPHS = ("auto", "per_bundle", "grouped")
 _UNITS = {
     "": 1,
     "b": 1,
@@ -75,39 +69,56 @@ _UNITS = {
 }
 
 
-def parse_size(size: Union[int, str]) -> int:
+def parse_size(size: Union[int, str], option: str = "max_file_size") -> int:
     """Bytes from an int or a string such as ``"256MB"`` (10**6) or ``"64MiB"`` (2**20).
 
     >>> parse_size("1MiB"), parse_size("2 MB"), parse_size(4096)
     (1048576, 2000000, 4096)
     """
     if isinstance(size, bool):
-        raise ValueError(f"CopyToS3: max_file_size must be a number of bytes, got {size!r}")
+        raise ValueError(f"CopyToS3: {option} must be a number of bytes, got {size!r}")
     if isinstance(size, int):
         return size
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(size))
     if not match or match.group(2).lower() not in _UNITS:
         raise ValueError(
-            f"CopyToS3: max_file_size {size!r} is not a size; write bytes as an int or a string "
+            f"CopyToS3: {option} {size!r} is not a size; write bytes as an int or a string "
             "such as '256MB' or '64MiB'"
         )
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
-def shuffles_spills(pipeline: beam.Pipeline) -> bool:
-    """Whether the upload step spills rows as Arrow blobs through a ``GroupByKey``
-    (:mod:`.spill`): on every runner but Beam's Python DirectRunner (in-process or
-    multi-process), which fuses side-input consumers, keeps ``GroupByKey`` data in memory and
-    runs whole-input bundles, so that its per-bundle :class:`_UploadFn` writes few files
-    directly."""
+def upload_graph(pipeline: beam.Pipeline, requested: str = "auto", num_batches: Optional[int] = None) -> str:
+    """The upload graph a copy takes: ``"per_bundle"`` or ``"grouped"`` (see the module diagram).
+
+    The rule: ``num_batches`` is always ``"grouped"`` (by shard). Otherwise ``"per_bundle"``
+    (``Write`` fused with ``Batch``, one writer per bundle) where Beam's Python DirectRunner
+    runs the pipeline (in-process or multi-process, also when its default
+    ``SwitchingDirectRunner`` hands a pipeline to Prism): it runs whole-input bundles, fuses
+    side-input consumers and keeps ``GroupByKey`` data in memory, so a shuffle would hold the
+    whole copy. ``"grouped"`` on every other runner (Flink, Spark, Prism, Dataflow): they cut
+    small bundles, which would each make a small file, and their fusers never fuse a
+    side-input consumer with its producer; so rows become Arrow blobs in ``Batch`` (fused
+    upstream, no side input) and a ``GroupByKey`` gathers them into files spanning bundles.
+    ``requested`` (``CopyToS3(upload_graph=...)``) other than ``"auto"`` overrides the rule.
+
+    >>> upload_graph(beam.Pipeline()), upload_graph(beam.Pipeline(), "grouped"), upload_graph(beam.Pipeline(), num_batches=4)
+    ('per_bundle', 'grouped', 'grouped')
+    """
     from apache_beam.runners.direct.direct_runner import DirectRunner, SwitchingDirectRunner
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-    return not isinstance(pipeline.runner, (DirectRunner, SwitchingDirectRunner, FnApiRunner))
+    if num_batches is not None:
+        return "grouped"
+    if requested != "auto":
+        return requested
+    in_process = isinstance(pipeline.runner, (DirectRunner, SwitchingDirectRunner, FnApiRunner))
+    return "per_bundle" if in_process else "grouped"
 
 
 class CopyToS3(beam.PTransform):
-    """Copy a bounded PCollection to S3 as Parquet or CSV; output exactly one CopyToResult.
+    """Copy a bounded PCollection to S3 as Parquet, CSV, text or JSON Lines; output exactly one
+    :class:`~beam_s3_sink.CopyToResult`.
 
     >>> schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
     >>> with beam.Pipeline() as p:
@@ -119,7 +130,8 @@ class CopyToS3(beam.PTransform):
 
     Args:
       uri: ``s3://bucket[/path]``; the path must be empty but for objects of this sink id.
-      format: ``"parquet"``, ``"csv"``, or a format object such as ``CsvFormat(header=True)``.
+      format: ``"parquet"``, ``"csv"``, ``"text"``, ``"jsonl"``, or a format object such as
+        ``CsvFormat(header=True)``.
       schema: a ``pyarrow.Schema``; optional when the PCollection has a Beam schema.
         Elements may be rows or ``pyarrow.Table``/``RecordBatch`` batches, mixed; batches
         are conformed to the schema (columns by name, lossless casts; see
@@ -136,18 +148,16 @@ class CopyToS3(beam.PTransform):
         the new copy has committed).
       num_batches: spread rows over this many batches by a stable hash of each row, through
         a ``GroupByKey``; each batch is written by one worker as ``P/ID-batch-<bbbb>-<nnnn>``,
-        so a rerun of the same data writes the same keys. Default None: no shuffle, files
-        per bundle.
+        so a rerun of the same data writes the same keys. Default None: no such spread.
       partition_by: column names; write Hive-style ``P/col=value/...`` directories.
       keep_partition_columns: also keep the partition columns in the files (default: left
         out, their values are in the path).
-      max_open_files: at most this many partition files open at once per worker; when more
+      max_open_files: at most this many partition files open at once per writer; when more
         are needed the largest is finished first.
-      encode_threads: without ``partition_by``, a worker encodes its Arrow input past 64 MiB
-        into this many files at once, each on its own thread (default 1; more uses idle cores
-        of a single process, for about 45 MiB more memory per thread).
       validate_only: a dry run: check every row against the schema and the format, write
         nothing (no S3 request), and report the rows that would fail (:mod:`.validate`).
+      upload_graph: ``"auto"`` (default: :func:`upload_graph` decides by the runner),
+        ``"per_bundle"`` or ``"grouped"``.
     """
 
     def __init__(
@@ -167,7 +177,7 @@ class CopyToS3(beam.PTransform):
         max_open_files: int = DEFAULT_MAX_OPEN_FILES,
         label: Optional[str] = None,
         validate_only: bool = False,
-        encode_threads: int = 1,
+        upload_graph: str = "auto",
     ) -> None:
         super().__init__(label)
         self._location = parse_s3_uri(uri)
@@ -191,9 +201,15 @@ class CopyToS3(beam.PTransform):
             raise ValueError(f"CopyToS3: num_batches must be an int from 1 to {MAX_BATCHES}, got {num_batches!r}")
         self._num_batches = num_batches
         columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
-        self._layout = Layout(columns, bool(keep_partition_columns), max_open_files, encode_threads)
+        self._layout = Layout(columns, bool(keep_partition_columns))
+        if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
+            raise ValueError(f"CopyToS3: max_open_files must be a positive int, got {max_open_files!r}")
+        self._max_open_files = max_open_files
         self._validate_only = bool(validate_only)
-        self._resolved: Optional[Any] = None  # (schema, S3Config) once expanded, for display_data
+        if upload_graph not in UPLOAD_GRAPHS:
+            raise ValueError(f"CopyToS3: upload_graph must be one of {list(UPLOAD_GRAPHS)}, got {upload_graph!r}")
+        self._upload_graph = upload_graph
+        self._settings: Optional[WriteSettings] = None  # once expanded, for display_data
 
     @property
     def sink_id(self) -> str:
@@ -201,6 +217,7 @@ class CopyToS3(beam.PTransform):
         return self._sink_id
 
     def expand(self, rows: PCollection) -> PCollection:
+        rows = _one_window(rows, "input")
         schema = resolve_schema(self._schema, rows.element_type)
         self._format.check_schema(schema)
         self._layout.check(schema)
@@ -210,20 +227,16 @@ class CopyToS3(beam.PTransform):
                 f"CopyToS3: max_file_size {self._max_file_size} needs more than {MAX_PARTS} parts of "
                 f"{config.part_size} bytes; raise S3Config.part_size"
             )
-        self._resolved = (schema, config)
         keys = CopyKeys(self._location, self._sink_id)
+        settings = self._settings = WriteSettings(
+            keys, config, self._format, schema, self._max_file_size, self._layout, self._max_open_files
+        )
         if self._validate_only:  # dry run: no S3 request at all (see .validate)
-            return (
-                rows
-                | "Validate" >> beam.ParDo(_ValidateFn(self._format, schema, self._layout))
-                | "MergeChecks" >> beam.CombineGlobally(MergeValidation())
-                | "Report" >> beam.ParDo(_ReportValidationFn(keys))
-            )
-        pipeline = rows.pipeline
-        init = pipeline | "Initialize" >> _Initialize(keys, config, self._if_exists, self._errors)
-        writers = (keys, config, self._format, schema, self._max_file_size, self._layout)
-        reports = rows | "Upload" >> _Upload(writers, schema, self._num_batches, init)
-        return reports | "Complete" >> _Complete(keys, config, self._format, schema, self._fail_on_error, init)
+            return rows | "Validate" >> validate_rows(settings)
+        init = rows.pipeline | "Initialize" >> _Initialize(keys, config, self._if_exists, self._errors)
+        graph = upload_graph(rows.pipeline, self._upload_graph, self._num_batches)
+        reports = rows | "Upload" >> _Upload(settings, graph, self._num_batches, init)
+        return reports | "Complete" >> _Complete(settings, self._fail_on_error, init)
 
     def default_label(self) -> str:
         return f"CopyToS3({self._location.uri})"
@@ -240,7 +253,9 @@ class CopyToS3(beam.PTransform):
         >>> items["uri"], items["format"], items["sink_id"], items["num_batches"]
         ('s3://bucket/exports', 'csv', 'nightly', 4)
         """
-        schema, config = self._resolved if self._resolved is not None else (self._schema, self._s3)
+        settings = self._settings
+        schema = settings.schema if settings is not None else self._schema
+        config = settings.config if settings is not None else self._s3
         options = self._format.describe()["options"]
         return {
             "uri": DisplayDataItem(self._location.uri, label="Destination"),
@@ -253,12 +268,12 @@ class CopyToS3(beam.PTransform):
             "sink_id": DisplayDataItem(self._sink_id, label="Sink id"),
             "if_exists": DisplayDataItem(self._if_exists, label="If objects exist"),
             "fail_on_error": DisplayDataItem(self._fail_on_error, label="Fail the pipeline on error"),
-            "num_batches": DisplayDataItem(self._num_batches, label="Shards (num_batches)").drop_if_none(),
+            "num_batches": DisplayDataItem(self._num_batches, label="Batches (num_batches)").drop_if_none(),
             "partition_by": DisplayDataItem(
                 ", ".join(self._layout.partition_by) or None, label="Partition columns"
             ).drop_if_none(),
             "validate_only": DisplayDataItem(self._validate_only, label="Dry run").drop_if_default(False),
-            "encode_threads": DisplayDataItem(self._layout.encode_threads, label="Encode threads").drop_if_default(1),
+            "upload_graph": DisplayDataItem(self._upload_graph, label="Upload graph").drop_if_default("auto"),
             "s3_endpoint": DisplayDataItem(
                 None if config is None else _without_user_info(config.endpoint_url), label="S3 endpoint"
             ).drop_if_none(),
@@ -266,6 +281,24 @@ class CopyToS3(beam.PTransform):
                 None if config is None else config.region_name, label="S3 region"
             ).drop_if_none(),
         }
+
+
+def _one_window(pcoll: PCollection, what: str, label: str = "InGlobalWindow") -> PCollection:
+    """``pcoll`` in the global window (as Beam's ``iobase.WriteImpl`` does): a bounded
+    PCollection in any windowing is one copy, each element once per window it is in (an
+    element of two sliding windows is two rows, as ``Count`` sees it). An unbounded one is
+    refused, naming what is supported."""
+    if not pcoll.is_bounded:
+        producer = pcoll.producer.full_label if pcoll.producer is not None else str(pcoll)
+        raise CopyToS3Error(
+            f"CopyToS3: the {what} PCollection of {producer!r} is unbounded (a stream). CopyToS3 "
+            "copies bounded PCollections, in any windowing; streaming copies are not supported "
+            "yet. Read a bounded source (or bound this one, e.g. PeriodicImpulse with a stop "
+            "timestamp), or run the pipeline in batch mode."
+        )
+    if isinstance(pcoll.windowing.windowfn, GlobalWindows) and pcoll.windowing.is_default():
+        return pcoll
+    return pcoll | label >> beam.WindowInto(GlobalWindows())
 
 
 def _schema_text(schema: pa.Schema) -> str:
@@ -287,15 +320,18 @@ def _without_user_info(url: Optional[str]) -> Optional[str]:
 
 
 class _Initialize(beam.PTransform):
-    """Step 1 (:mod:`.initialization`): one :class:`~beam_s3_sink.messages.InitOutcome`, read by the
-    other two steps as a singleton side input."""
+    """Step 1 (:mod:`.initialization`): one ``InitOutcome``, read by the other two steps as a
+    singleton side input."""
 
     def __init__(self, keys: CopyKeys, config: S3Config, if_exists: str, errors: Optional[PCollection]) -> None:
         super().__init__()
         self._keys, self._config, self._if_exists, self._errors = keys, config, if_exists, errors
 
     def expand(self, pipeline: Any) -> PCollection:
-        errors = self._errors if self._errors is not None else (pipeline | "NoUpstreamErrors" >> beam.Create([]))
+        if self._errors is None:
+            errors = pipeline | "NoUpstreamErrors" >> beam.Create([])
+        else:
+            errors = _one_window(self._errors, "errors", "ErrorsInGlobalWindow")
         return (
             pipeline
             | "Start" >> beam.Create([None])
@@ -304,60 +340,32 @@ class _Initialize(beam.PTransform):
 
 
 class _Upload(beam.PTransform):
-    """Step 2 (:mod:`.upload`, :mod:`.spill`, :mod:`.sharding`): rows in, one
-    :class:`~beam_s3_sink.messages.UploadReport` per bundle, spill key or shard out."""
+    """Step 2 (:mod:`.batches`, :mod:`.upload`): rows in, one ``UploadReport`` per writer out."""
 
-    def __init__(
-        self, writers: Tuple[Any, ...], schema: pa.Schema, num_batches: Optional[int], init: PCollection
-    ) -> None:
-        """``writers``: the upload DoFns' arguments (keys, S3 config, format, schema, maximum file
-        size, layout), given to whichever upload DoFn the runner and the options call for."""
+    def __init__(self, settings: WriteSettings, graph: str, num_batches: Optional[int], init: PCollection) -> None:
         super().__init__()
-        self._writers, self._schema, self._num_shards, self._init = writers, schema, num_batches, init
+        self._settings, self._graph, self._num_batches, self._init = settings, graph, num_batches, init
 
     def expand(self, rows: PCollection) -> PCollection:
-        batched = takes_batches(rows.element_type)  # a batched DoFn's pa.Table batches as they are
-        args = self._writers
-        init = AsSingleton(self._init)
-        if self._num_shards is None and not shuffles_spills(rows.pipeline):
-            if batched:
-                return rows | "Write" >> beam.ParDo(_ArrowUploadFn(*args), init)
-            gathered = rows | "Gather" >> beam.ParDo(_GatherFn()).with_output_types(Gathered)  # GatheredCoder
-            return gathered | "Write" >> beam.ParDo(_UploadFn(*args), init)
-        if self._num_shards is None:
-            return (
-                rows
-                | "Spill" >> beam.ParDo((_ArrowSpillFn if batched else _SpillFn)(self._schema))
-                | "Group" >> beam.GroupByKey()
-                | "Write" >> beam.ParDo(_WriteSpilledFn(*args), init)
-            )
-        return (
-            rows
-            | "AssignShards"
-            >> beam.ParDo((_ArrowAssignShardFn if batched else _AssignShardFn)(self._schema, self._num_shards))
-            | "Group" >> beam.GroupByKey()
-            | "Write" >> beam.ParDo(_ShardUploadFn(*args), init)
-        )
+        grouped = self._graph == "grouped"
+        batch_fn = _ArrowBatchFn if takes_batches(rows.element_type) else _BatchFn
+        blobs = rows | "Batch" >> beam.ParDo(batch_fn(self._settings.schema, grouped, self._num_batches))
+        if grouped:
+            blobs = blobs | "Group" >> beam.GroupByKey()
+        return blobs | "Write" >> beam.ParDo(_WriteFn(self._settings, grouped), AsSingleton(self._init))
 
 
 class _Complete(beam.PTransform):
     """Step 3 (:mod:`.completion`): the reports merged into one, then committed (or abandoned)
-    into the one :class:`~beam_s3_sink.results.CopyToResult`."""
+    into the one ``CopyToResult``."""
 
-    def __init__(
-        self, keys: CopyKeys, config: S3Config, fmt: Format, schema: pa.Schema, fail_on_error: bool, init: PCollection
-    ) -> None:
+    def __init__(self, settings: WriteSettings, fail_on_error: bool, init: PCollection) -> None:
         super().__init__()
-        self._keys, self._config, self._format, self._schema = keys, config, fmt, schema
-        self._fail_on_error, self._init = fail_on_error, init
+        self._settings, self._fail_on_error, self._init = settings, fail_on_error, init
 
     def expand(self, reports: PCollection) -> PCollection:
         return (
             reports
             | "Merge" >> beam.CombineGlobally(MergeReports())
-            | "Run"
-            >> beam.ParDo(
-                _CompleteFn(self._keys, self._config, self._format, self._schema, self._fail_on_error),
-                AsSingleton(self._init),
-            )
+            | "Run" >> beam.ParDo(_CompleteFn(self._settings, self._fail_on_error), AsSingleton(self._init))
         )

@@ -1,29 +1,10 @@
-"""Step 2, upload: workers encode their rows and upload them, completing nothing.
+"""The ``Write`` half of the upload step: :class:`_WriteFn`, the one DoFn that writes data files.
 
-Three DoFns upload (the ``Upload`` step of :class:`~beam_s3_sink.CopyToS3`), all built on :class:`_UploadBase` (the shared client, the part pool, the
-metrics) and :class:`~beam_s3_sink.writer.FileWriter` (the buffering layers that bound
-memory):
-
-* :class:`_UploadFn`, here, on the DirectRunner: per bundle, one writer takes the bundle's rows
-  and writes them into data files named by a fresh token (``P/ID-<token>-<nnnn>.<ext>``, in
-  partition directories with ``partition_by``). It reads the initialization's outcome as a
-  side input, and Beam's price for calling such a DoFn is about twice a plain one's (its
-  per-window invoker), so :class:`_GatherFn`, with no side input, first gathers the rows into
-  :class:`~beam_s3_sink.messages.Gathered` lists of up to ``GATHER_ROWS``;
-* :class:`~beam_s3_sink.spill._WriteSpilledFn` on every other runner: one writer per spill key,
-  over the Arrow blobs that many small bundles made (:mod:`.spill`);
-* :class:`~beam_s3_sink.sharding._ShardUploadFn` with ``num_batches``: one writer per shard.
-
-::
-
-    bundle ─▶ _GatherFn ─Gathered─▶ _UploadFn.process ─▶ FileWriter ─▶ pending multipart uploads
-                                                                            │ finish_bundle: last parts
-                                                                            ▼
-                                                             one UploadReport (key, upload id, ETags, rows, bytes)
-
-At the end of its bundle (or spill key, or shard) the writer uploads the last parts and the DoFn
-emits one :class:`~beam_s3_sink.messages.UploadReport`. Nothing is completed here, so the uploads of a bundle that
-fails or is retried never become visible; completion aborts them.
+It reads the initialization's outcome as a side input and writes the ``(key, blob)`` pairs of
+``Batch`` (:mod:`.batches`) through a :class:`~.writer.FileWriter`: per bundle when the two
+steps are fused, per key after a ``GroupByKey``. It completes nothing: it emits one
+:class:`~.messages.UploadReport` per writer (its pending files, or its error), so the uploads
+of a bundle that fails or is retried never become visible; completion aborts them.
 """
 
 from __future__ import annotations
@@ -32,145 +13,88 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, List, Optional, Tuple
 
-import apache_beam as beam
-import pyarrow as pa
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from .arrow_input import ARROW_TYPES
+from .batches import Key
 from .clients import _S3DoFn
-from .config import S3Config
-from .formats.base import Format
-from .keys import CopyKeys, new_token
-from .layout import Layout
-from .messages import Gathered, InitOutcome, PendingFile
-from .writer import FileWriter
+from .keys import new_token
+from .messages import InitOutcome, PendingFile, UploadReport
+from .writer import FileWriter, WriteSettings
 
-__all__: List[str] = []  # its DoFns are private: CopyToS3 wires them
+__all__: List[str] = []  # its DoFn is private: CopyToS3 wires it
 
 _log = logging.getLogger(__name__)
 
-# Elements per Gathered list: enough that the side-input DoFn's per-call price vanishes, few
-# enough that a list of large rows holds no more than the writer's first row buffer (1,024 rows).
-GATHER_ROWS = 256
 
+class _WriteFn(_S3DoFn):
+    """Writes blobs into pending files; emits one :class:`UploadReport` per writer.
 
-class _UploadBase(_S3DoFn):
-    """What every upload DoFn adds to :class:`~beam_s3_sink.clients._S3DoFn`: the part pool,
-    the size metrics, and making a :class:`FileWriter` whose files are named by
-    ``name(directory, number)``."""
+    ``grouped=False``: elements are ``(key, blob)``, one writer per bundle. ``grouped=True``:
+    elements are ``(key, [blob, ...])``, one writer per key; an int key is a ``num_batches``
+    shard, whose files are ``P/ID-batch-<bbbb>-<nnnn>`` (the same keys on every run).
+    Other files are ``P/ID-<token>-<nnnn>``, with a fresh token per writer and attempt.
+    """
 
-    def __init__(
-        self,
-        keys: CopyKeys,
-        config: S3Config,
-        fmt: Format,
-        schema: pa.Schema,
-        max_file_size: int,
-        layout: Layout = Layout(),
-    ) -> None:
-        super().__init__(config)
-        self._keys = keys
-        self._format = fmt
-        self._schema = schema
-        self._max_file_size = max_file_size
-        self._layout = layout
-        self._rows_counter = self._counter("rows")
-        self._bytes_counter = self._counter("bytes")
-        self._files_counter = self._counter("files")
-        self._parts_counter = self._counter("parts")
+    def __init__(self, settings: WriteSettings, grouped: bool) -> None:
+        super().__init__(settings.config)
+        self._settings = settings
+        self._grouped = grouped
+        self._counters = {name: self._counter(name) for name in ("rows", "bytes", "files", "parts")}
         self._pool: Optional[ThreadPoolExecutor] = None
-        self._encode_pools: Tuple[ThreadPoolExecutor, ...] = ()
+        self._encode_pool: Optional[ThreadPoolExecutor] = None
 
     def setup(self) -> None:
         super().setup()
         self._pool = ThreadPoolExecutor(self._config.max_concurrency, thread_name_prefix="s3-part")
-        # One thread per lane (see .writer; a thread starts when its lane first has a batch).
-        self._encode_pools = tuple(
-            ThreadPoolExecutor(1, thread_name_prefix=f"encode-{lane}") for lane in range(self._layout.encode_threads)
-        )
+        self._encode_pool = ThreadPoolExecutor(1, thread_name_prefix="encode")
 
     def teardown(self) -> None:
-        for pool in (*self._encode_pools, self._pool):
+        for pool in (self._encode_pool, self._pool):
             if pool is not None:
                 pool.shutdown(wait=True)
 
-    def _writer(self, name: Any) -> FileWriter:
-        """A writer whose files are named by ``name(directory, number)``, encoding on the
-        layout's ``encode_threads`` (more than one only for large Arrow input: :mod:`.writer`)."""
-        assert self._pool is not None, "setup() makes the pool"
-        return FileWriter(
-            self._client,
-            self._pool,
-            self._config,
-            self._format,
-            self._schema,
-            self._max_file_size,
-            self._keys.location.bucket,
-            name,
-            self._layout,
-            on_file=self._count_file,
-            encode_pools=self._encode_pools,
-        )
+    def start_bundle(self) -> None:
+        self._bundle_writer: Optional[FileWriter] = None
+
+    def process(self, element: Tuple[Key, Any], init: InitOutcome) -> Iterable[UploadReport]:
+        if init.error is not None or init.done is not None:
+            return
+        key, blobs = element
+        if not self._grouped:
+            if self._bundle_writer is None:
+                self._bundle_writer = self._writer(key)
+            self._bundle_writer.add_blob(blobs)
+            return
+        writer = self._writer(key)
+        for blob in blobs:
+            writer.add_blob(blob)
+            if writer.error is not None:
+                break
+        yield self._finish(writer)
+
+    def finish_bundle(self) -> Iterable[WindowedValue]:
+        if self._bundle_writer is not None:
+            yield WindowedValue(self._finish(self._bundle_writer), GlobalWindow().max_timestamp(), [GlobalWindow()])
+            self._bundle_writer = None
+
+    def _writer(self, key: Key) -> FileWriter:
+        keys, extension = self._settings.keys, self._settings.format.extension
+        if isinstance(key, int):
+            name = lambda directory, number: keys.shard_file(key, number, extension, directory)  # noqa: E731
+        else:
+            token = new_token()
+            name = lambda directory, number: keys.data_file(token, number, extension, directory)  # noqa: E731
+        assert self._pool is not None, "setup() makes the pools"
+        return FileWriter(self._client, self._pool, self._settings, name, self._count_file, self._encode_pool)
+
+    def _finish(self, writer: FileWriter) -> UploadReport:
+        report = writer.finish()
+        if report.error is not None:
+            _log.error("copy %s failed: %s", self._settings.keys.sink_id, report.error)
+        self._count_retries()
+        return report
 
     def _count_file(self, pending: PendingFile) -> None:
-        self._rows_counter.inc(pending.rows)
-        self._bytes_counter.inc(pending.bytes)
-        self._files_counter.inc()
-        self._parts_counter.inc(len(pending.parts))
-
-    def _log_error(self, writer: FileWriter) -> None:
-        if writer.error is not None:
-            _log.error("copy %s failed: %s", self._keys.sink_id, writer.error)
-
-
-class _GatherFn(beam.DoFn):
-    """Gathers a bundle's elements into :class:`Gathered` lists of up to ``GATHER_ROWS``, in
-    order; an Arrow batch ends its list (a list of tables would hold too much)."""
-
-    def start_bundle(self) -> None:
-        self._elements: List[Any] = []
-
-    def process(self, element: Any) -> Iterable[Gathered]:
-        elements = self._elements
-        elements.append(element)
-        if len(elements) >= GATHER_ROWS or (type(element) is not dict and isinstance(element, ARROW_TYPES)):
-            self._elements = []
-            return (Gathered(elements),)
-        return ()
-
-    def finish_bundle(self) -> Iterable[WindowedValue]:
-        if self._elements:
-            yield WindowedValue(Gathered(self._elements), GlobalWindow().max_timestamp(), [GlobalWindow()])
-            self._elements = []
-
-
-class _UploadFn(_UploadBase):
-    """Encodes and uploads rows; emits one :class:`UploadReport` per bundle that saw rows.
-
-    Its elements are rows, Arrow batches, or :class:`Gathered` lists of them."""
-
-    def start_bundle(self) -> None:
-        token, extension = new_token(), self._format.extension
-        self._file_writer = self._writer(
-            lambda directory, number: self._keys.data_file(token, number, extension, directory)
-        )
-        self._active = False
-
-    def process(self, row: Any, state: InitOutcome) -> Iterable[Any]:
-        if state.error is not None or state.done is not None:
-            return ()
-        self._active = True
-        if type(row) is Gathered:
-            self._file_writer.add_rows(row.elements)
-        else:
-            self._file_writer.add(row)
-        return ()
-
-    def finish_bundle(self) -> Iterable[WindowedValue]:
-        if not self._active:
-            return
-        report = self._file_writer.finish()
-        self._log_error(self._file_writer)
-        self._count_retries()
-        yield WindowedValue(report, GlobalWindow().max_timestamp(), [GlobalWindow()])
+        for name, value in (("rows", pending.rows), ("bytes", pending.bytes), ("files", 1), ("parts", len(pending.parts))):
+            self._counters[name].inc(value)

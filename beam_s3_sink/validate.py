@@ -1,18 +1,11 @@
 """Dry run (``CopyToS3(..., validate_only=True)``, CLI ``--dry-run``): check every row, write nothing.
 
 What Snowflake's ``COPY ... VALIDATION_MODE`` does: every row is converted to the schema and
-encoded by the format into a sink that discards the bytes, so that a row that the real copy
-would refuse (a value that does not fit its column, a value the format cannot hold, such as a
-NUL character for PostgreSQL's CSV/text) is found, with its position and the reason. No S3
-request is made: no sentinel, no claim, no data file::
-
-    rows ─▶ _ValidateFn (per bundle: batches of rows ─▶ schema ─▶ encoder ─▶ /dev/null) ─ValidationReport*─┐
-                        a failing batch is retried row by row, to name each bad row                     │
-    CombineGlobally(MergeValidation) ◀──────────────────────────────────────────────────────────────────┘
-           └─▶ _ReportValidationFn ─▶ one CopyToResult(dry_run=True, rows=checked, invalid_rows=n, invalid=(first ones))
-
-A row's position is ``bundle <n>, row <i>``: its place among the rows one worker's bundle
-saw (a PCollection has no global order), followed by the row itself, shortened.
+encoded by the format into memory that is dropped, so that a row the real copy would refuse
+(a value that does not fit its column, a value the format cannot hold, such as a NUL
+character for PostgreSQL's CSV/text) is found, with its position and the reason; no S3
+request is made. A failing batch is checked again row by row, to name each bad row; a row's
+position is ``bundle <n>, row <i>``, its place among the rows of one bundle.
 """
 
 from __future__ import annotations
@@ -29,45 +22,18 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from .arrow_input import conform_batches, is_arrow
-from .errors import CopyToS3Error
-from .formats.base import Format
+from .batches import HANDLED, Batcher
+from .errors import RowError
 from .keys import CopyKeys
-from .layout import Layout
 from .results import CopyToResult
-from .schema import as_mapping, rows_to_batch
+from .writer import WriteSettings
 
-__all__ = ["MergeValidation", "ValidationReport", "MAX_SHOWN"]
+__all__ = ["merge_validation", "validate_rows", "ValidationReport", "MAX_SHOWN"]
 
 _log = logging.getLogger(__name__)
 MAX_SHOWN = 10
 """How many bad rows a dry run's result shows (all are counted)."""
 _BATCH_ROWS = 1024
-
-
-class _Discard(io.RawIOBase):
-    """A write-only sink that counts and drops what is written."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._position = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        size = memoryview(data).nbytes
-        self._position += size
-        return size
-
-    def tell(self) -> int:
-        return self._position
-
-    def close(self) -> None:
-        pass
-
-    @property
-    def closed(self) -> bool:
-        return False
 
 
 @dataclass(frozen=True)
@@ -94,11 +60,11 @@ def _short(row: Any, limit: int = 120) -> str:
 class _ValidateFn(beam.DoFn):
     """Checks rows against the schema and the format, per bundle; emits a ValidationReport."""
 
-    def __init__(self, fmt: Format, schema: pa.Schema, layout: Layout = Layout()) -> None:
-        self._format = fmt
-        self._schema = schema
-        self._layout = layout
-        self._file_schema = layout.file_schema(schema)
+    def __init__(self, settings: WriteSettings) -> None:
+        self._format = settings.format
+        self._schema = settings.schema
+        self._layout = settings.layout
+        self._file_schema = settings.layout.file_schema(settings.schema)
 
     def start_bundle(self) -> None:
         self._bundle = secrets.token_hex(3)
@@ -125,18 +91,26 @@ class _ValidateFn(beam.DoFn):
     def _reason(self, rows: List[Any]) -> Optional[str]:
         """None if these rows convert and encode, else why not."""
         try:
-            mappings = [as_mapping(r) for r in rows]
-            if self._layout.partition_by:
-                for m in mappings:
-                    self._layout.directory(m, self._schema)
-                mappings = [self._layout.file_row(m) for m in mappings]
-            batch = rows_to_batch(mappings, self._file_schema)
-            encoder = self._format.open(self._file_schema, _Discard(), 2**62)
-            encoder.write(batch)
-            encoder.close()
-        except (CopyToS3Error, pa.ArrowException) as exc:  # the reason is the report (see writer.HANDLED)
+            batcher = Batcher(self._schema)
+            for row in rows:
+                batcher.add(row)
+            for batch in batcher.flush():
+                self._encode(batch)
+        except HANDLED as exc:  # the reason is the report
             return f"{type(exc).__name__}: {exc}" if not str(exc).startswith(type(exc).__name__) else str(exc)
         return None
+
+    def _encode(self, batch: pa.RecordBatch) -> None:
+        """Check the partition values (they name directories) and encode the file's columns."""
+        for name in self._layout.partition_by:
+            try:
+                batch.column(name).to_pylist()
+            except (ValueError, OverflowError) as exc:  # e.g. a date Python's datetime cannot hold
+                raise RowError(f"a partition value has no directory name: {exc}") from None
+        columns = [batch.column(name) for name in self._file_schema.names]
+        encoder = self._format.open(self._file_schema, io.BytesIO(), 2**62)
+        encoder.write(pa.RecordBatch.from_arrays(columns, schema=self._file_schema))
+        encoder.close()
 
     def _check_arrow(self, data: Any) -> None:
         """A ``RecordBatch``/``Table``: conformed and encoded as it is; only when that fails
@@ -145,10 +119,8 @@ class _ValidateFn(beam.DoFn):
         if not self._layout.partition_by:
             try:
                 for batch in conform_batches(data, self._schema):
-                    encoder = self._format.open(self._file_schema, _Discard(), 2**62)
-                    encoder.write(batch)
-                    encoder.close()
-            except (CopyToS3Error, pa.ArrowException):  # find the bad rows below
+                    self._encode(batch)
+            except HANDLED:  # find the bad rows below
                 pass
             else:
                 self._seen += data.num_rows
@@ -177,23 +149,12 @@ class _ValidateFn(beam.DoFn):
         self._report = self._report.merge(ValidationReport(len(rows), count, tuple(bad)))
 
 
-class MergeValidation(beam.CombineFn):
-    """Sums the bundles' reports; an empty input gives an empty report."""
-
-    def create_accumulator(self) -> ValidationReport:
-        return ValidationReport()
-
-    def add_input(self, accumulator: ValidationReport, report: ValidationReport) -> ValidationReport:
-        return accumulator.merge(report)
-
-    def merge_accumulators(self, accumulators: Iterable[ValidationReport]) -> ValidationReport:
-        merged = ValidationReport()
-        for accumulator in accumulators:
-            merged = merged.merge(accumulator)
-        return merged
-
-    def extract_output(self, accumulator: ValidationReport) -> ValidationReport:
-        return accumulator
+def merge_validation(reports: Iterable[ValidationReport]) -> ValidationReport:
+    """The bundles' reports summed (an empty input gives an empty report)."""
+    merged = ValidationReport()
+    for report in reports:
+        merged = merged.merge(report)
+    return merged
 
 
 class _ReportValidationFn(beam.DoFn):
@@ -219,3 +180,14 @@ class _ReportValidationFn(beam.DoFn):
             invalid_rows=report.invalid_rows,
             invalid=report.invalid,
         )
+
+
+@beam.ptransform_fn
+def validate_rows(rows: beam.PCollection, settings: WriteSettings) -> beam.PCollection:
+    """The dry run's graph: rows in, one ``CopyToResult(dry_run=True)`` out."""
+    return (
+        rows
+        | "Validate" >> beam.ParDo(_ValidateFn(settings))
+        | "MergeChecks" >> beam.CombineGlobally(merge_validation)
+        | "Report" >> beam.ParDo(_ReportValidationFn(settings.keys))
+    )

@@ -1,0 +1,243 @@
+"""Elements become Arrow record batches here, and only here; the ``Batch`` half of the upload step.
+
+:class:`Batcher` turns rows (dicts, ``beam.Row``, NamedTuples: :func:`~.schema.rows_to_batch`)
+and Arrow elements (conformed: :mod:`.arrow_input`) into record batches of the copy's schema
+of about ``BATCH_BYTES``. :class:`_BatchFn` (no side input, no S3, so runners fuse it with
+whatever makes the rows) packs them into keyed Arrow IPC blobs for ``Write``: one blob per
+batch when the two steps are fused, blobs of about ``BLOB_BYTES`` (ZSTD) keyed by writer group
+or by ``num_batches`` shard before a ``GroupByKey``. An element that does not fit travels as an
+error blob carrying its message, and the writer that receives it fails the copy with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
+
+from .arrow_hash import row_hashes
+from .arrow_input import ARROW_TYPES, conform_batches
+from .errors import CopyToS3Error
+from .keys import new_token
+from .schema import as_mapping, rows_to_batch
+
+__all__ = ["Batcher", "BlobError", "encode_blob", "decode_blob", "split_by_shard", "takes_batches"]
+
+BATCH_BYTES = 4 * 2**20
+"""Arrow bytes of a batch made from rows, about (its rows: ``BATCH_BYTES`` / bytes per row)."""
+MAX_BATCH_ROWS = 16384
+BLOB_BYTES = 8 * 2**20
+"""Before a ``GroupByKey``: Arrow bytes a ``_BatchFn`` holds before it sends them as blobs."""
+GROUP_BYTES = 64 * 2**20
+"""Without ``num_batches``: Arrow bytes under one key, about (what one ``Write`` call receives)."""
+HANDLED = (CopyToS3Error, pa.ArrowException)
+"""What fails a copy rather than its bundle: an element or a value that does not fit, a value
+a format cannot encode, a refused request. Anything else is a bug, left to fail the bundle
+(which the runner retries)."""
+_ARROW, _ERROR = b"A", b"E"
+Key = Union[str, int]
+
+
+class BlobError(CopyToS3Error):
+    """What an error blob carries: why the elements before the ``GroupByKey`` did not fit."""
+
+
+class Batcher:
+    """Turns elements into record batches of ``schema``.
+
+    >>> batcher = Batcher(pa.schema([("id", pa.int64())]))
+    >>> batcher.add({"id": 1}), batcher.add(pa.table({"id": [2, 3]}))[-1].num_rows
+    ([], 2)
+    >>> [b.num_rows for b in batcher.flush()]
+    []
+
+    :meth:`add` raises :class:`~.errors.RowError` or :class:`~.errors.BatchError` (naming the
+    column, the value or both types) for an element that does not fit.
+    """
+
+    def __init__(self, schema: pa.Schema, batch_bytes: int = BATCH_BYTES) -> None:
+        self.schema = schema
+        self._batch_bytes = batch_bytes
+        self._rows: List[Any] = []
+        self._batch_rows = 1024  # rows per batch, from the last batch's bytes per row
+
+    def add(self, element: Any) -> List[pa.RecordBatch]:
+        """The batches complete once ``element`` is taken (rows before an Arrow element first)."""
+        rows = self._rows
+        if type(element) is dict:  # the common case, kept lean: this runs once per row
+            rows.append(element)
+            return self._convert() if len(rows) >= self._batch_rows else []
+        if isinstance(element, ARROW_TYPES):
+            return self._convert() + conform_batches(element, self.schema)
+        rows.append(as_mapping(element))
+        return self._convert() if len(rows) >= self._batch_rows else []
+
+    def flush(self) -> List[pa.RecordBatch]:
+        """The rows held, as a batch (none if none are held)."""
+        return self._convert()
+
+    def _convert(self) -> List[pa.RecordBatch]:
+        rows, self._rows = self._rows, []
+        if not rows:
+            return []
+        batch = rows_to_batch(rows, self.schema)
+        per_row = max(1, batch.nbytes // batch.num_rows)
+        self._batch_rows = max(1, min(MAX_BATCH_ROWS, self._batch_bytes // per_row))
+        return [batch]
+
+
+def encode_blob(batches: List[pa.RecordBatch], schema: pa.Schema, compression: Optional[str] = "zstd") -> bytes:
+    """Batches as one Arrow IPC stream, after a tag byte.
+
+    >>> schema = pa.schema([("id", pa.int64())])
+    >>> [b.num_rows for b in decode_blob(encode_blob([pa.record_batch([[1, 2]], schema=schema)], schema))]
+    [2]
+    """
+    sink = pa.BufferOutputStream()
+    sink.write(_ARROW)
+    with pa.ipc.new_stream(sink, schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as out:
+        for batch in batches:
+            out.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def decode_blob(blob: bytes) -> Iterator[pa.RecordBatch]:
+    """The record batches of a blob; an error blob raises its :class:`BlobError`."""
+    if blob[:1] == _ERROR:
+        raise BlobError(blob[1:].decode())
+    with pa.ipc.open_stream(pa.py_buffer(memoryview(blob)[1:])) as reader:
+        yield from reader
+
+
+def split_by_shard(batch: pa.RecordBatch, num_shards: int) -> List[Tuple[int, pa.RecordBatch]]:
+    """(shard, rows) for each ``num_batches`` shard the rows of ``batch`` hash to: a stable
+    64-bit hash of each row's values (:mod:`.arrow_hash`) modulo ``num_shards``, the same on
+    every worker and every run, so a rerun of the same data writes the same keys.
+
+    >>> [(n, b.num_rows) for n, b in split_by_shard(pa.record_batch({"id": [1, 1, 2]}), 4)]
+    [(0, 1), (1, 2)]
+    """
+    numbers = (row_hashes(batch) % np.uint64(num_shards)).astype(np.int64)
+    return [(int(numbers[first]), rows) for first, rows in split_runs(batch, numbers)]
+
+
+def split_runs(batch: pa.RecordBatch, codes: np.ndarray) -> List[Tuple[int, pa.RecordBatch]]:
+    """(index of its first row, rows) per distinct value of ``codes``, in the order of the
+    values: one stable argsort and one ``take`` (no copy when every row has one value)."""
+    if len(codes) == 0 or (codes == codes[0]).all():
+        return [(0, batch)]
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    bounds = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), batch.num_rows]
+    taken = batch.take(pa.array(order))
+    return [(int(order[a]), taken.slice(a, b - a)) for a, b in zip(bounds, bounds[1:])]
+
+
+def takes_batches(element_type: Any) -> bool:
+    """True when Beam hands ``element_type``'s elements over as ``pyarrow.Table`` batches (the
+    output of a batched ``DoFn``, see ``apache_beam.typehints.arrow_type_compatibility``)."""
+    from apache_beam.typehints.batch import BatchConverter
+    from apache_beam.typehints.native_type_compatibility import convert_to_beam_type
+
+    try:
+        BatchConverter.from_typehints(element_type=convert_to_beam_type(element_type), batch_type=pa.Table)
+    except (TypeError, ValueError, NotImplementedError, KeyError):  # no converter for this type: rows only
+        return False
+    return True
+
+
+class _BatchFn(beam.DoFn):
+    """Elements in, ``(key, blob)`` out; see the module docstring.
+
+    ``grouped=False``: every batch is sent at once, uncompressed, under one key (``Write`` is
+    fused with this step and writes per bundle). ``grouped=True``: batches are held up to
+    ``blob_bytes`` and sent as ZSTD blobs keyed ``"<instance token>-<group>"`` (a new group
+    every ``group_bytes``), or by shard with ``num_shards``.
+    """
+
+    def __init__(
+        self,
+        schema: pa.Schema,
+        grouped: bool,
+        num_shards: Optional[int] = None,
+        blob_bytes: int = BLOB_BYTES,
+        group_bytes: int = GROUP_BYTES,
+    ) -> None:
+        self._schema = schema
+        self._grouped = grouped
+        self._num_shards = num_shards
+        self._blob_bytes = blob_bytes if grouped else 0
+        self._group_bytes = group_bytes
+
+    def setup(self) -> None:
+        self._instance = new_token()
+        self._group = 0
+        self._in_group = 0  # Arrow bytes sent under the current group's key
+
+    def start_bundle(self) -> None:
+        self._batcher = Batcher(self._schema)
+        self._held: Dict[Key, List[pa.RecordBatch]] = {}
+        self._held_bytes = 0
+        self._failed = False
+
+    def process(self, element: Any) -> Iterable[Tuple[Key, bytes]]:
+        if self._failed:  # the copy fails: the rest of the bundle is not worth converting
+            return ()
+        try:
+            batches = self._batcher.add(element)
+        except HANDLED as exc:
+            return self._refuse(exc)
+        return self._route(batches) if batches else ()
+
+    def finish_bundle(self) -> Iterable[WindowedValue]:
+        out: List[Tuple[Key, bytes]] = []
+        if not self._failed:
+            try:
+                out = self._route(self._batcher.flush(), flush=True)
+            except HANDLED as exc:
+                out = self._refuse(exc)
+        for pair in out:
+            yield WindowedValue(pair, GlobalWindow().max_timestamp(), [GlobalWindow()])
+
+    def _route(self, batches: List[pa.RecordBatch], flush: bool = False) -> List[Tuple[Key, bytes]]:
+        if not self._grouped:
+            return [("", encode_blob([b], self._schema, None)) for b in batches]
+        for batch in batches:
+            pieces = split_by_shard(batch, self._num_shards) if self._num_shards else [("", batch)]
+            for key, piece in pieces:
+                self._held.setdefault(key, []).append(piece)
+            self._held_bytes += batch.nbytes
+        if self._held_bytes < self._blob_bytes and not flush:
+            return []
+        held, self._held, size, self._held_bytes = self._held, {}, self._held_bytes, 0
+        return [(self._key(key, size), encode_blob(batches, self._schema)) for key, batches in held.items()]
+
+    def _key(self, shard: Key, size: int) -> Key:
+        if self._num_shards:
+            return shard
+        if self._in_group and self._in_group + size > self._group_bytes:
+            self._group, self._in_group = self._group + 1, 0
+        self._in_group += size
+        return f"{self._instance}-{self._group:06d}"
+
+    def _refuse(self, exc: BaseException) -> List[Tuple[Key, bytes]]:
+        """An error blob under the key of the next blob (shard 0 with ``num_shards``)."""
+        self._failed = True
+        key: Key = 0 if self._num_shards else (self._key("", 0) if self._grouped else "")
+        return [(key, _ERROR + str(exc).encode())]
+
+
+class _ArrowBatchFn(_BatchFn):
+    """:class:`_BatchFn` that also takes a batched ``DoFn``'s ``pa.Table`` batches as they are
+    (Beam would otherwise explode them into Python rows)."""
+
+    def get_input_batch_type(self, input_element_type: Any) -> Any:
+        return pa.Table
+
+    @beam.DoFn.yields_elements
+    def process_batch(self, batch: pa.Table) -> Iterable[Tuple[Key, bytes]]:
+        return self.process(batch)
