@@ -42,14 +42,16 @@ import abc
 import io
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Protocol, Tuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import EncodeError
 
 if TYPE_CHECKING:
     from ..stats import ColumnStats
 
-__all__ = ["Format", "FileEncoder", "OutputStream", "KeepOpen", "ENCODE_ERRORS"]
+__all__ = ["Format", "FileEncoder", "OutputStream", "KeepOpen", "ENCODE_ERRORS", "uuid_text"]
 
 ENCODE_ERRORS = (EncodeError, pa.ArrowException)
 """What an encoder raises for a value it cannot write: its own :class:`EncodeError` (naming
@@ -96,6 +98,30 @@ class KeepOpen(io.RawIOBase):
         return False
 
 
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+def uuid_text(array: pa.Array) -> pa.Array:
+    """UUIDs (16 bytes each, or ``pa.uuid()``) as their 36-character text, a whole array at a time.
+
+    >>> import uuid
+    >>> uuid_text(pa.array([uuid.UUID(int=1).bytes, None], pa.uuid())).to_pylist()
+    ['00000000-0000-0000-0000-000000000001', None]
+    """
+    storage = array.storage if isinstance(array, pa.ExtensionArray) else array
+    count = len(storage)
+    data = np.frombuffer(storage.buffers()[1], dtype=np.uint8)
+    raw = data[storage.offset * 16 : (storage.offset + count) * 16].reshape(count, 16)
+    digits = np.empty((count, 32), dtype=np.uint8)
+    digits[:, 0::2] = _HEX[raw >> 4]
+    digits[:, 1::2] = _HEX[raw & 15]
+    text = np.full((count, 36), ord("-"), dtype=np.uint8)
+    text[:, np.r_[0:8, 9:13, 14:18, 19:23, 24:36]] = digits
+    offsets = pa.array(np.arange(0, 36 * (count + 1), 36, dtype=np.int32))
+    values = pa.StringArray.from_buffers(count, offsets.buffers()[1], pa.py_buffer(text.tobytes()))
+    return values if storage.null_count == 0 else pc.if_else(storage.is_valid(), values, pa.scalar(None, pa.string()))
+
+
 class FileEncoder(abc.ABC):
     """Encodes record batches into one data file. Made by :meth:`Format.open`."""
 
@@ -111,12 +137,6 @@ class FileEncoder(abc.ABC):
         An encoder always takes at least one row into an empty file, so that a row larger
         than the file-size limit still gets a file of its own.
         """
-
-    def buffers(self, batch: pa.RecordBatch) -> bool:
-        """True when :meth:`write` would only hold ``batch`` (encode nothing, write nothing):
-        the caller may then write it in its own thread rather than hand it to an encoding
-        thread. The default: every write encodes."""
-        return False
 
     @property
     @abc.abstractmethod

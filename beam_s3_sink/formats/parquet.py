@@ -56,14 +56,13 @@ import io
 from dataclasses import dataclass
 from typing import Any, ClassVar, List, Optional, Tuple, Union
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import EncodeError
 from ..stats import ColumnStats, parquet_footer_stats
-from .base import FileEncoder, Format, KeepOpen, OutputStream
+from .base import FileEncoder, Format, KeepOpen, OutputStream, uuid_text
 
 __all__ = ["ParquetFormat", "parquet_schema", "to_file_table", "dictionary_columns", "TYPE_PROFILES"]
 
@@ -312,33 +311,12 @@ def to_file_table(table: pa.Table, file_schema: pa.Schema) -> pa.Table:
 
 def _to_file_array(array: pa.Array, target: pa.DataType) -> pa.Array:
     if isinstance(array.type, pa.UuidType):
-        return _uuid_text(array)
+        return uuid_text(array)
     if _holds_uuid(array.type):
         # A UUID inside a list, struct or map: rare; converted value by value.
         values = [_uuid_as_text(v, array.type) for v in array.to_pylist()]
         return pa.array(values, type=_uuid_as_string(array.type)).cast(target, safe=True)
     return array.cast(target, safe=True)
-
-
-_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
-_DASHES = (8, 13, 18, 23)
-
-
-def _uuid_text(array: pa.Array) -> pa.Array:
-    """UUIDs (16 bytes each) as their 36-character text, a whole array at a time."""
-    storage = array.storage if isinstance(array, pa.ExtensionArray) else array
-    count = len(storage)
-    data = np.frombuffer(storage.buffers()[1], dtype=np.uint8)
-    raw = data[storage.offset * 16 : (storage.offset + count) * 16].reshape(count, 16)
-    digits = np.empty((count, 32), dtype=np.uint8)
-    digits[:, 0::2] = _HEX[raw >> 4]
-    digits[:, 1::2] = _HEX[raw & 15]
-    text = np.full((count, 36), ord("-"), dtype=np.uint8)
-    text[:, np.r_[0:8, 9:13, 14:18, 19:23, 24:36]] = digits
-    offsets = pa.array(np.arange(0, 36 * (count + 1), 36, dtype=np.int32))
-    validity = storage.is_valid()
-    values = pa.StringArray.from_buffers(count, offsets.buffers()[1], pa.py_buffer(text.tobytes()))
-    return values if storage.null_count == 0 else pc.if_else(validity, values, pa.scalar(None, pa.string()))
 
 
 def _holds_uuid(typ: pa.DataType) -> bool:
@@ -450,11 +428,6 @@ class ParquetEncoder(FileEncoder):
             return self._target
         ratio = self._arrow_written / self._encoded_written
         return max(1024, min(MAX_PENDING_BYTES, int(self._target * ratio)))
-
-    def buffers(self, batch: pa.RecordBatch) -> bool:
-        """Whether :meth:`write` only adds ``batch`` to the pending row group (see ``write``)."""
-        group = self._group_arrow_bytes()
-        return not self._whole(batch, group) and self._pending_bytes + batch.nbytes < group
 
     @staticmethod
     def _whole(batch: pa.RecordBatch, group: int) -> bool:

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from ..errors import EncodeError
+from .base import uuid_text
 
 __all__ = ["column_renderer", "render_column", "check_type", "format_float"]
 
@@ -226,20 +227,12 @@ def _render_bytea(array: pa.Array) -> pa.Array:
     return _with_nulls([None if v is None else "\\x" + v.hex() for v in array.to_pylist()], array)
 
 
-def _render_uuid(array: pa.Array) -> pa.Array:
-    def canonical(raw: bytes) -> str:
-        h = raw.hex()
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-    return _with_nulls([None if v is None else canonical(v) for v in array.to_pylist()], array)
-
-
 def _extension_renderer(typ: pa.BaseExtensionType, name: str) -> Renderer:
     if typ.extension_name == "arrow.json":
         inner = column_renderer(typ.storage_type, name)
         return lambda a: inner(a.storage)
     if typ.extension_name == "arrow.uuid":
-        return lambda a: _render_uuid(a.storage)
+        return uuid_text
     raise ValueError(
         f"column {name!r}: extension type {typ.extension_name} has no PostgreSQL COPY text form; "
         "cast the column to its storage type first"

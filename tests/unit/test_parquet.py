@@ -128,25 +128,6 @@ def test_files_stay_near_max_file_size():
     assert sum(pq.read_metadata(io.BytesIO(f)).num_rows for f in files) == 200_000
 
 
-def test_buffers_says_whether_a_write_only_holds_the_batch():
-    """``buffers`` (which the writer uses to keep a write in the caller's thread) is True
-    exactly when ``write`` encodes and writes nothing."""
-    table = pa.table({"id": list(range(60_000)), "s": [f"value {i}" for i in range(60_000)]})
-    out = io.BytesIO()
-    encoder = ParquetFormat(row_group_size=32 * 1024).open(table.schema, out, 2**30)
-    answers = []
-    for batch in table.to_batches(max_chunksize=1_000):
-        said, before = encoder.buffers(batch), (out.tell(), encoder._groups)
-        assert encoder.write(batch) is None
-        answers.append(said)
-        assert said == ((out.tell(), encoder._groups) == before)
-    assert True in answers and False in answers  # both kinds of write happened
-    big = pa.table({"id": list(range(2**20 + 1))}).to_batches()[0]  # over MIN_WHOLE_BATCH
-    assert not encoder.buffers(big)
-    encoder.close()
-    assert pq.read_table(io.BytesIO(out.getvalue())).equals(table)
-
-
 def test_stats_from_the_footer():
     _, encoder, _ = encode(ParquetFormat(), pa.table({"id": [3, None, 1], "s": ["b", "a", None]}))
     stats = {s.column: (s.null_count, s.min, s.max) for s in encoder.stats()}
