@@ -11,6 +11,13 @@ NULL string, contains the delimiter, the quote character, CR or LF, or is the en
 marker ``\\.`` as the only column of a line; inside a quoted field the quote and the escape
 character are preceded by the escape character. A NULL is the NULL string, unquoted. The
 header line holds the column names, quoted by the same rule but never forced.
+
+One departure, where PostgreSQL's own ``COPY TO`` writes a file that its ``COPY FROM`` cuts
+short: with ``delimiter="."`` and two columns, a line ``\\.`` (the first field ``\\``, the
+second empty) is the end-of-data marker; the field that is a value is quoted instead.
+
+The options are checked as PostgreSQL's ``ProcessCopyOptions`` checks them (the same messages'
+substance), plus the few it accepts but cannot load back: see :class:`CsvFormat`.
 """
 
 from __future__ import annotations
@@ -43,10 +50,21 @@ class CsvFormat(Format):
       delimiter: one ASCII character between fields.
       null: the text of a NULL (an unquoted empty field by default).
       quote: the quoting character (ASCII).
-      escape: the character before a quote or escape inside a quoted field (ASCII).
+      escape: the character before a quote or escape inside a quoted field (ASCII); by default
+        the quote character, as in PostgreSQL (``repr`` and ``==`` show the one in effect).
       force_quote: column names to quote always (except NULLs), or ``True`` for all.
       compression: ``None``, ``"gzip"`` or ``"zstd"``: the whole file; ``max_file_size``
         then counts compressed bytes.
+
+    >>> CsvFormat(quote="'").escape
+    "'"
+
+    Refused with a ``ValueError`` naming the option, as PostgreSQL refuses them: a delimiter,
+    quote or escape that is not one ASCII character (nor NUL), a delimiter that is CR or LF, a
+    NULL string holding CR, LF, the delimiter or the quote, and the same character as delimiter
+    and quote. Refused although PostgreSQL accepts them, because ``COPY FROM`` cannot read back
+    what ``COPY TO`` writes with them: a quote that is CR or LF, and the NULL string ``\\.``
+    (a NULL in a one-column file would end the data).
     """
 
     name: ClassVar[str] = "csv"
@@ -55,20 +73,45 @@ class CsvFormat(Format):
     delimiter: str = ","
     null: str = ""
     quote: str = '"'
-    escape: str = '"'
+    escape: Optional[str] = None  # the quote (see __post_init__)
     force_quote: Union[bool, Tuple[str, ...]] = ()
     compression: Optional[str] = None
 
     def __post_init__(self) -> None:
+        if self.escape is None or isinstance(self.escape, _QuoteEscape):
+            # The default escape is the quote. Stored marked as such, so that
+            # dataclasses.replace(fmt, quote="'") (the CLI's way) takes the new quote's escape.
+            object.__setattr__(self, "escape", _QuoteEscape(self.quote) if isinstance(self.quote, str) else None)
         for option in ("delimiter", "quote", "escape"):
             value = getattr(self, option)
-            if not isinstance(value, str) or len(value) != 1 or not value.isascii() or value in "\r\n":
-                raise ValueError(f"CsvFormat: {option} must be one ASCII character other than CR or LF, got {value!r}")
+            if not isinstance(value, str) or len(value) != 1 or not value.isascii() or value == "\x00":
+                raise ValueError(
+                    f"CsvFormat: {option} must be one ASCII character other than NUL (PostgreSQL takes a "
+                    f"single one-byte character), got {value!r}"
+                )
+            if value in "\r\n" and option != "escape":
+                why = "PostgreSQL refuses it" if option == "delimiter" else "COPY FROM cannot read back a quoted field"
+                raise ValueError(f"CsvFormat: {option} must not be CR or LF ({why}), got {value!r}")
         if self.delimiter == self.quote:
-            raise ValueError("CsvFormat: delimiter and quote must differ")
-        if not isinstance(self.null, str) or any(c in self.null for c in (self.delimiter, self.quote, "\r", "\n")):
             raise ValueError(
-                f"CsvFormat: null {self.null!r} must be a string without the delimiter, the quote, CR or LF"
+                f"CsvFormat: delimiter and quote must differ (PostgreSQL refuses the same character for "
+                f"both), got {self.delimiter!r} for both"
+            )
+        null = self.null
+        if not isinstance(null, str):
+            raise ValueError(f"CsvFormat: null must be a string, got {null!r}")
+        for char, what in ((self.delimiter, "the delimiter"), (self.quote, "the quote"), ("\r", "CR"), ("\n", "LF")):
+            if char in null:
+                raise ValueError(
+                    f"CsvFormat: null {null!r} must not contain {what} {char!r}: PostgreSQL takes a NULL "
+                    "string without the delimiter, the quote, CR or LF"
+                )
+        if "\x00" in null:
+            raise ValueError(f"CsvFormat: null {null!r} must not contain NUL (PostgreSQL cannot take it)")
+        if null == "\\.":
+            raise ValueError(
+                "CsvFormat: null '\\\\.' is PostgreSQL's end-of-data marker: COPY FROM would stop at a "
+                "NULL in a one-column file; choose another NULL string"
             )
         if isinstance(self.force_quote, str):
             raise ValueError(
@@ -113,16 +156,29 @@ class CsvFormat(Format):
                 needs = pc.or_(needs, pc.equal(texts, "\\."))
         if not pc.any(needs).as_py():
             return texts
+        return pc.if_else(needs, self._quoted(texts), texts)
+
+    def _quoted(self, texts: pa.Array) -> pa.Array:
+        escape = str(self.escape)  # set by __post_init__
         escaped = texts
-        if self.escape != self.quote:
-            escaped = pc.replace_substring(escaped, self.escape, self.escape + self.escape)
-        escaped = pc.replace_substring(escaped, self.quote, self.escape + self.quote)
-        quoted = pc.binary_join_element_wise(self.quote, escaped, self.quote, "")
-        return pc.if_else(needs, quoted, texts)
+        if escape != self.quote:
+            escaped = pc.replace_substring(escaped, escape, escape + escape)
+        escaped = pc.replace_substring(escaped, self.quote, escape + self.quote)
+        return pc.binary_join_element_wise(self.quote, escaped, self.quote, "")
 
     def header_line(self, schema: pa.Schema) -> bytes:
         names = self.quote_fields(pa.array(schema.names, pa.string()), False, len(schema) == 1)
-        return (self.delimiter.join(names.to_pylist()) + "\n").encode()
+        fields = names.to_pylist()
+        if self.delimiter == "." and fields == ["\\", ""]:  # the line would be the marker \.
+            fields[0] = self._quoted(pa.array(["\\"])).to_pylist()[0]
+        return (self.delimiter.join(fields) + "\n").encode()
+
+
+class _QuoteEscape(str):
+    """The escape character when none is given: the quote, marked as a default so that
+    ``dataclasses.replace`` with another quote takes that quote as the escape too."""
+
+    __slots__ = ()
 
 
 _DIGITS = "0123456789"
@@ -165,6 +221,7 @@ class _CsvLines:
         self._force: List[bool] = [forced is True or (forced is not False and n in forced) for n in schema.names]
         self._plain = [not force and never_quoted(fmt, f.type) for f, force in zip(schema, self._force)]
         self._single = len(schema) == 1
+        self._marker_possible = fmt.delimiter == "." and len(schema) == 2
 
     def __call__(self, batch: pa.RecordBatch) -> pa.Array:
         fmt = self._fmt
@@ -174,4 +231,20 @@ class _CsvLines:
             if not self._plain[i]:
                 texts = fmt.quote_fields(texts, self._force[i], self._single)
             fields.append(pc.fill_null(texts, fmt.null) if texts.null_count else texts)
+        if self._marker_possible:
+            self._quote_end_of_data_markers(fields)
         return join_lines(fields, fmt.delimiter)
+
+    def _quote_end_of_data_markers(self, fields: List[pa.Array]) -> None:
+        """With the delimiter ``.`` and two columns, the line ``\\.`` (first field ``\\``, second
+        empty) would end the data in COPY FROM (PostgreSQL's COPY TO writes it all the same).
+        One of the two fields is a value (the NULL string cannot be both ``\\`` and empty):
+        quote that one."""
+        fmt = self._fmt
+        marker = pc.and_(pc.equal(fields[0], "\\"), pc.equal(fields[1], ""))
+        if not pc.any(marker).as_py():
+            return
+        if fmt.null != "\\":  # the first field is the value (a backslash)
+            fields[0] = pc.if_else(marker, fmt._quoted(pa.array(["\\"]))[0], fields[0])
+        else:  # the first field is a NULL, the second the value ''
+            fields[1] = pc.if_else(marker, fmt.quote + fmt.quote, fields[1])
