@@ -25,7 +25,6 @@ counter ``beam_s3_sink/retries`` on its own thread, where Beam's metrics context
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -250,8 +249,8 @@ class PartBuffers:
                     self._free.append(buffer)
 
 
-class MultipartStream(io.RawIOBase):
-    """A write-only file object that uploads what is written as parts of one multipart upload.
+class MultipartStream:
+    """A write-only stream that uploads what is written as parts of one multipart upload.
 
     >>> stream = MultipartStream(client, "bucket", "p/id-0123456789abcdef-0001.csv",
     ...                          part_size=8 * 2**20, pool=pool, max_in_flight=4)
@@ -280,7 +279,6 @@ class MultipartStream(io.RawIOBase):
         part_args: Optional[Dict[str, Any]] = None,
         buffers: Optional[PartBuffers] = None,
     ) -> None:
-        super().__init__()
         if buffers is not None and buffers.size != part_size:
             raise ValueError(f"MultipartStream: buffers of {buffers.size} bytes for parts of {part_size}")
         self._buffers = buffers
@@ -301,10 +299,6 @@ class MultipartStream(io.RawIOBase):
         self._upload_id: Optional[str] = None
         self._futures: List[Future] = []
         self.parts_uploaded = 0
-
-    # io.RawIOBase protocol -------------------------------------------------------------
-    def writable(self) -> bool:
-        return True
 
     def tell(self) -> int:
         return self._position
@@ -328,14 +322,8 @@ class MultipartStream(io.RawIOBase):
                 self._submit(chunk)
         return size
 
-    def close(self) -> None:
-        # Closing (pyarrow does it when its writer closes) must not end the upload: the
-        # stream stays usable for finish(); only finish()/abort() end it.
-        pass
-
-    @property
-    def closed(self) -> bool:
-        return False
+    def flush(self) -> None:
+        """Nothing to do: a part is uploaded when it is full, the last one by :meth:`finish`."""
 
     # upload -----------------------------------------------------------------------------
     @property
