@@ -46,21 +46,21 @@ from .errors import S3RequestError
 from .keys import CopyKeys
 from .s3 import call, read_object
 
-__all__ = ["ClaimOutcome", "take_claim", "read_claim_holder", "release_claim", "abort_hint", "CONDITIONAL", "FALLBACK"]
+__all__ = ["ClaimOutcome", "take_claim", "read_claim_holder", "release_claim", "abort_hint", "CONDITIONAL", "RELIST"]
 
 _log = logging.getLogger(__name__)
 CONDITIONAL = "conditional"
 """The store enforced If-None-Match: the claim decides."""
-FALLBACK = "relist"
+RELIST = "relist"
 """The store ignored If-None-Match: the sentinel re-list decides (see the module docstring)."""
 _CONFLICT_RETRIES = 8
 
 
 @dataclass(frozen=True)
 class ClaimOutcome:
-    """What :func:`take_claim` found: ``mode`` when this copy may go on, else ``holder``."""
+    """What :func:`take_claim` found: the ``guard`` when this copy may go on, else ``holder``."""
 
-    mode: Optional[str] = None  # CONDITIONAL or FALLBACK; None when another copy holds it
+    guard: Optional[str] = None  # CONDITIONAL or RELIST; None when another copy holds it
     holder: Optional[str] = None  # the sink id holding the claim, when not this copy
     started: str = ""  # when the holder claimed the path (its claim's body)
 
@@ -114,14 +114,14 @@ def take_claim(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] =
     for attempt in range(_CONFLICT_RETRIES):
         answer = _conditional_put(client, bucket, key, body, put_args)
         if answer is None:
-            return ClaimOutcome(mode=_probe(client, keys, body, put_args))
+            return ClaimOutcome(guard=_probe(client, keys, body, put_args))
         if answer == "NotImplemented":
             _log.warning(
                 "s3://%s does not take conditional writes (If-None-Match); copy %s falls back to the sentinel re-list",
                 bucket,
                 keys.sink_id,
             )
-            return ClaimOutcome(mode=FALLBACK)
+            return ClaimOutcome(guard=RELIST)
         if answer == "ConditionalRequestConflict":  # another conditional write is in flight
             time.sleep(0.05 * (attempt + 1))
             continue
@@ -134,7 +134,7 @@ def take_claim(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] =
                 keys.sink_id,
                 keys.location.uri,
             )
-            return ClaimOutcome(mode=CONDITIONAL)
+            return ClaimOutcome(guard=CONDITIONAL)
         return ClaimOutcome(holder=holder["sink_id"], started=str(holder.get("started", "")))
     raise S3RequestError(
         f"could not claim {keys.location.object_uri(key)}: the claim kept changing ({_CONFLICT_RETRIES} attempts)"
@@ -158,7 +158,7 @@ def _probe(client: Any, keys: CopyKeys, body: bytes, put_args: Dict[str, Any]) -
         call(client, "DeleteObject", bucket, key)
     except S3RequestError as exc:
         _log.warning("could not delete %s: %s", key, exc)
-    return FALLBACK
+    return RELIST
 
 
 def release_claim(client: Any, keys: CopyKeys) -> None:

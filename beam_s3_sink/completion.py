@@ -18,7 +18,7 @@ from typing import Iterable, List, Optional, Sequence
 
 import apache_beam as beam
 
-from .claim import CONDITIONAL, FALLBACK, release_claim
+from .claim import CONDITIONAL, RELIST, release_claim
 from .cleanup import abort_uploads
 from .clients import _S3DoFn
 from .errors import CopyToS3Error, ReplaceError, S3RequestError
@@ -102,20 +102,20 @@ class _CompleteFn(_S3DoFn):
         self._schema = settings.schema
         self._fail_on_error = fail_on_error
 
-    def process(self, report: UploadReport, state: InitOutcome) -> Iterable[CopyToResult]:
+    def process(self, report: UploadReport, init: InitOutcome) -> Iterable[CopyToResult]:
         try:
-            yield from self._finish(report, state)
+            yield from self._finish(report, init)
         finally:
             self._count_retries()
 
-    def _finish(self, report: UploadReport, state: InitOutcome) -> Iterable[CopyToResult]:
-        if state.done is not None:
-            yield state.done
+    def _finish(self, report: UploadReport, init: InitOutcome) -> Iterable[CopyToResult]:
+        if init.done is not None:
+            yield init.done
             return
-        error = state.error or report.error
+        error = init.error or report.error
         if error is None:
             try:
-                committed = self._commit(report, state)
+                committed = self._commit(report, init)
             except ReplaceError as exc:  # committed: keep the new copy, leave the sentinel
                 error = str(exc)
             except S3RequestError as exc:
@@ -126,7 +126,7 @@ class _CompleteFn(_S3DoFn):
                 return
         else:
             self._abandon(report.files)
-        self._release_claim(state)
+        self._release_claim(init)
         result = CopyToResult(uri=self._keys.location.uri, sink_id=self._keys.sink_id, error=error)
         _log.error("copy %s to %s failed: %s", self._keys.sink_id, result.uri, error)
         if self._fail_on_error:
@@ -134,7 +134,7 @@ class _CompleteFn(_S3DoFn):
         yield result
 
     # success ----------------------------------------------------------------------------
-    def _commit(self, report: UploadReport, state: InitOutcome) -> CopyToResult:
+    def _commit(self, report: UploadReport, init: InitOutcome) -> CopyToResult:
         keys, bucket = self._keys, self._keys.location.bucket
         files: Sequence[PendingFile] = report.files
         copied: List[CopiedFile] = []
@@ -145,7 +145,7 @@ class _CompleteFn(_S3DoFn):
         else:
             copied = [self._write_empty_file()]
         copied.sort(key=lambda f: f.uri)
-        warnings = list(state.warnings) + abort_uploads(self._client, keys, {(f.key, f.upload_id) for f in files})[1]
+        warnings = list(init.warnings) + abort_uploads(self._client, keys, {(f.key, f.upload_id) for f in files})[1]
         result = CopyToResult(
             uri=keys.location.uri,
             sink_id=keys.sink_id,
@@ -155,7 +155,7 @@ class _CompleteFn(_S3DoFn):
             manifest_uri=keys.location.object_uri(keys.manifest),
             warnings=tuple(warnings),
         )
-        if state.guard == FALLBACK:  # the store ignores If-None-Match: re-check before committing
+        if init.guard == RELIST:  # the store ignores If-None-Match: re-check before committing
             winner = fallback_winner(self._client, keys)
             if winner != keys.sink_id:
                 raise S3RequestError(
@@ -174,8 +174,8 @@ class _CompleteFn(_S3DoFn):
             ContentType="application/json",
             **self._config.objects.control_args(),
         )
-        delete_keys(self._client, bucket, state.replaced)  # if_exists="replace"; see .if_exists
-        if state.guard == CONDITIONAL:  # the path's claim (see .claim), before the sentinel
+        delete_keys(self._client, bucket, init.replaced)  # if_exists="replace"; see .if_exists
+        if init.guard == CONDITIONAL:  # the path's claim (see .claim), before the sentinel
             release_claim(self._client, keys)
         call(self._client, "DeleteObject", bucket, keys.sentinel)
         _log.info(
@@ -235,9 +235,9 @@ class _CompleteFn(_S3DoFn):
         return CopiedFile(self._keys.location.object_uri(key), 0, len(body), stats)
 
     # failure ----------------------------------------------------------------------------
-    def _release_claim(self, state: InitOutcome) -> None:
+    def _release_claim(self, init: InitOutcome) -> None:
         """A failed copy gives the path's claim up (its sentinel stays); best effort."""
-        if state.guard != CONDITIONAL or state.error is not None:
+        if init.guard != CONDITIONAL or init.error is not None:
             return
         try:
             release_claim(self._client, self._keys)

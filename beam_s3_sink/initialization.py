@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, Iterable, List, Optional
 
-from .claim import CONDITIONAL, FALLBACK, abort_hint, release_claim, take_claim
+from .claim import CONDITIONAL, RELIST, abort_hint, release_claim, take_claim
 from .cleanup import abort_uploads
 from .clients import _S3DoFn
 from .config import S3Config
@@ -71,11 +71,11 @@ class _InitializeFn(_S3DoFn):
             yield InitOutcome(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
         try:
-            state = initialize(self._client, self._keys, self._if_exists, self._config.objects.control_args())
+            init = initialize(self._client, self._keys, self._if_exists, self._config.objects.control_args())
         except S3RequestError as exc:
-            state = InitOutcome(error=str(exc))
+            init = InitOutcome(error=str(exc))
         self._count_retries()
-        yield state
+        yield init
 
 
 def initialize(
@@ -97,9 +97,9 @@ def initialize(
     guard = ""
     if if_exists != "append":
         claim = take_claim(client, keys, put_args)
-        if claim.mode is None:
+        if claim.guard is None:
             return InitOutcome(error=_claimed_by_other(keys, claim.holder or "?", claim.started))
-        guard = claim.mode
+        guard = claim.guard
         present = {o["Key"] for o in list_keys(client, bucket, location.list_prefix)}
         if keys.manifest in present and keys.sentinel not in present:  # finished meanwhile
             _release(client, keys, guard)
@@ -113,7 +113,7 @@ def initialize(
 
     # The sentinel goes first, so that readers see "in progress" while leftovers are removed.
     call(client, "PutObject", bucket, keys.sentinel, Body=b"", **put_args)
-    if guard == FALLBACK:
+    if guard == RELIST:
         winner = fallback_winner(client, keys)
         if winner != keys.sink_id:
             call(client, "DeleteObject", bucket, keys.sentinel)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from beam_s3_sink.claim import CONDITIONAL, FALLBACK
+from beam_s3_sink.claim import CONDITIONAL, RELIST
 from beam_s3_sink.errors import S3RequestError
 from beam_s3_sink.initialization import fallback_winner, initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
@@ -115,7 +115,7 @@ def test_fallback_store_oldest_sentinel_wins():
 def test_fallback_store_alone_goes_on():
     fake = FakeS3(enforce_if_none_match=False)
     outcome = initialize(fake, KEYS)
-    assert outcome.error is None and outcome.guard == FALLBACK and fake.keys() == [KEYS.sentinel]
+    assert outcome.error is None and outcome.guard == RELIST and fake.keys() == [KEYS.sentinel]
     assert fallback_winner(fake, KEYS) == "s1"
 
 
