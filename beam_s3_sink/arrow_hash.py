@@ -1,25 +1,10 @@
 """A stable 64-bit hash per row of a record batch, computed a column at a time with numpy.
 
-``num_batches`` keys each row by ``hash(row) % N``. The hash must be the same on every worker
-and every run (never Python's salted ``hash()``), the same for a row given as a dict and for
-the same values in a ``RecordBatch`` (both are conformed to the copy's schema first, so equal
-values have equal bytes), and cheap: no Python per row. Per column::
-
-    fixed width (ints, dates, timestamps, decimals...) ─▶ value bytes as uint64 lanes ─┐
-    floats ─▶ -0.0 as 0.0, one NaN ─▶ bits ─────────────────────────────────────────────┤
-    bool ─▶ 0/1 ────────────────────────────────────────────────────────────────────────┼─▶ splitmix64
-    string/binary/views ─▶ Σ byte·P^i over the value (prefix sums, numpy) and its length ─┤   NULL: a constant
-    lists, maps ─▶ Σ item hash·P^i over the items (the same prefix sums) and the length ───┤
-    structs ─▶ the fields' hashes, combined as the columns of a row are ──────────────────┤
-    anything else (unions...) ─▶ the repr of each Python value, as a string ──────────────┘
-                                                 row hash = mix(row hash · K + column hash), in schema order
-
-It depends on the Arrow type alone, never on an output format: any schema a format accepts
-can be sharded, and a format added later changes nothing here.
-
-Arithmetic is numpy's ``uint64`` (wrapping modulo 2**64), so the figures are the same on
-every platform. Strings are hashed in slices of at most ``_CHUNK_ROWS`` rows to bound the
-temporary arrays.
+``num_batches`` puts each row in batch ``hash(row) % N``: the same on every worker and run
+(never Python's salted ``hash()``), the same for a dict row and the same values in a
+``RecordBatch`` (both conformed to the schema first), with no Python per row. Fixed-width
+values hash their bytes, floats after -0.0 and NaN are made one, strings and lists by prefix
+sums over their bytes or items; columns combine in schema order through splitmix64.
 """
 
 from __future__ import annotations

@@ -1,30 +1,10 @@
 """Arrow input: ``pyarrow.RecordBatch`` and ``pyarrow.Table`` elements, conformed to the copy's schema.
 
-A batch goes to the writers as it is (no Python value per row); only its schema is looked at,
-once per batch, and made the copy's schema::
-
-    Table / RecordBatch ─▶ columns matched by name ─▶ same type?  ─yes─▶ kept (no copy)
-                                 │                      │ no
-                                 │                      ▼
-                                 │                 a safe widening? ─yes─▶ pyarrow cast(safe=True)
-                                 │                      │ no
-                                 ▼                      ▼
-                    missing: nullable ─▶ nulls      BatchError: the column, both types, the source
-                             NOT NULL ─▶ BatchError
-
-The casts taken are those that keep every value (whatever the data): a wider integer (or an
-unsigned one into a wider signed one), ``float32`` into ``float64``, a dictionary column into
-its value type, ``large_string``/``string_view`` into ``string`` (and the same for binary),
-a finer timestamp or time unit with the same time zone, a wider decimal, ``date64`` into
-``date32``, a null-typed column into any nullable type, ``fixed_size_binary(16)`` into
-``uuid``, and these inside lists, large lists and structs (fields matched by name).
-pyarrow's own ``cast(safe=True)`` does the work and still refuses a value that would
-overflow (a timestamp outside nanoseconds' range, for example). Anything else, such as
-strings into integers or ``int64`` into ``int32``, is an error rather than a guess.
-
-Used by :class:`~beam_s3_sink.writer.FileWriter` (every Arrow element), by
-:mod:`.sharding` (before hashing) and by the CLI's sources (with the file's name as the
-source).
+Columns are matched by name; a missing nullable column becomes nulls; a type is kept as it is
+(no copy) or cast by pyarrow (``safe=True``) when every value keeps its value (:func:`widens`:
+wider integers and floats, dictionaries, string/binary flavours, finer time units, wider
+decimals, 16-byte binary into ``uuid``, and these inside lists and structs). Anything else is
+a :class:`~beam_s3_sink.errors.BatchError` naming the column, both types and the source.
 """
 
 from __future__ import annotations

@@ -1,35 +1,14 @@
 """The path's claim: of two or more copies started into one path at once, exactly one goes on.
 
-Each copy's sentinel has its own key, so a conditional write on it decides nothing. Every
-copy with ``if_exists="error"`` or ``"replace"`` therefore contends for one key per path,
-``P/_CLAIM``, written with S3's conditional ``PutObject`` (``If-None-Match: *``: the write
-succeeds only if no object has that key)::
+Every copy with ``if_exists="error"`` or ``"replace"`` writes ``P/_CLAIM`` (JSON naming its
+holder) with a conditional ``PutObject`` (``If-None-Match: *``); a copy that finds another's
+claim fails, naming it and the clean-up command, having written nothing, and a rerun of the
+holder takes its own claim over. Completion releases it before deleting the sentinel.
 
-    init: list P/ ─▶ PutObject P/_CLAIM If-None-Match:*  ─┬─ 200: ours ─▶ probe ─▶ list P/ again ─▶ sentinel ...
-                                                          └─ 412: GetObject P/_CLAIM
-                                                                 ├─ our sink id: ours (an earlier run, a retried PUT)
-                                                                 └─ another's: fail, naming it, having written nothing
-    completion: manifest ─▶ delete replaced ─▶ release the claim ─▶ delete sentinel
-    failure:    abort uploads ─▶ release the claim (the sentinel stays)
-
-The claim's body is JSON naming its holder (``{"sink_id": ..., "nonce": ..., "started": ...}``).
-The holder deletes it (no other copy can write that key while it exists); ``--abort`` deletes
-it only when it names the copy being removed. A copy that crashes keeps its
-claim: a rerun with the same sink id takes it over (the body names it); any other copy fails
-with a message naming the holder and the clean-up command (:mod:`.cleanup`,
-``beam-s3-copy --abort ID --output s3://...``). ``if_exists="append"``
-takes no claim: appending copies may share a path.
-
-**Stores that ignore If-None-Match.** AWS S3 (since August 2024), moto and SeaweedFS enforce
-it (checked by the tests: a second conditional PUT gets 412 PreconditionFailed). A store that
-ignores the header, or answers 501 NotImplemented, is detected at the claim: right after the
-claim is written, a second conditional PUT of the same key must fail with 412; if it succeeds
-(or the header is refused), the claim decides nothing, is deleted, and the copy falls back to
-the **sentinel re-list**: it writes its sentinel, lists ``P/`` again, and of the sentinels that
-appeared since its first listing the oldest (``LastModified``, then the smaller sink id) wins;
-completion repeats the check before it writes the manifest. With strong read-after-write
-listing (AWS S3, MinIO, Ceph, SeaweedFS) this leaves one winner: a copy that listed before the
-other wrote its sentinel is the older, and both compare the same two sentinels at commit.
+A store that ignores the header is detected right after the claim is written (a second
+conditional PUT of the key must get 412); the copy then guards with the **sentinel
+re-list** (``RELIST``): it writes its sentinel, lists ``P/`` again, and the oldest sentinel
+(``LastModified``, then the smaller sink id) wins, checked again before the manifest.
 """
 
 from __future__ import annotations

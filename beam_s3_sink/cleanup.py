@@ -1,17 +1,11 @@
-"""Removing what an incomplete copy left: ``abort_copy`` and the CLI's ``--abort``.
+"""Removing what an incomplete copy left: :func:`abort_copy` (the CLI's ``--abort``), and
+:func:`abort_uploads`, the one place that aborts a copy's pending uploads (initialization,
+completion and ``abort_copy`` all call it).
 
-A copy that crashed (``kill -9``, an OOM kill, a lost cluster) or failed leaves its sentinel,
-perhaps the path's claim, pending multipart uploads (invisible, but stored and billed) and,
-after a failed commit, data files. A rerun with the same sink id finishes the copy; when the
-copy is not to be rerun, :func:`abort_copy` removes exactly what it left::
-
-    list P/ ──▶ the copy's own keys (data files, sentinel, manifest) ─▶ DeleteObject each
-    ListMultipartUploads P/ ──▶ the copy's data-file uploads ──────────▶ AbortMultipartUpload each
-    GetObject P/_CLAIM ──▶ names this sink id? ────────────────────────▶ DeleteObject
-
-Nothing of another sink id is touched: ownership is the whole-key match of
-:class:`~beam_s3_sink.keys.CopyKeys`. A committed copy (a manifest and no sentinel) is
-refused unless ``force=True``: removing it deletes finished data.
+A crashed or failed copy leaves its sentinel, perhaps the claim, pending multipart uploads
+(invisible but billed) and, after a failed commit, data files; ``abort_copy`` removes exactly
+those, sentinel last, touching nothing of another sink id. A committed copy is refused unless
+``force=True``.
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
-"""One boto3 client per process per :class:`~beam_s3_sink.config.S3Config`, shared by every step,
-and :class:`_S3DoFn`, the base of every ``DoFn`` that talks to S3.
+"""One boto3 client per process per :class:`~beam_s3_sink.config.S3Config`, and :class:`_S3DoFn`,
+the base of every ``DoFn`` that talks to S3 (initialization, ``Write``, completion).
 
-Making a boto3 client parses botocore's service models (about half a second, and several
-MiB), and a pipeline's init, upload, spill-writing and finishing ``DoFn`` instances each
-called ``setup()`` — on a runner with many bundle processors, many times per worker. Beam's
-own S3 filesystem caches its client the same way::
-
-    DoFn.setup() ─▶ shared_client(config) ─▶ cache hit?  ── yes ─▶ (client, retries)
-                                                  └─ no ─▶ config.make_client() + RetryCounter ─┘
-
-The cache is a per-process dict, keyed by the frozen (hashable) config, so two copies with
-different settings never share a client; it is filled lazily, on the worker, never at import
-or pipeline construction. botocore clients are thread-safe, so the DoFn instances of one
-process (one per concurrent bundle) and the part-upload pools share one. Each shared client
-has exactly one :class:`~beam_s3_sink.s3.RetryCounter`: whichever step drains it reports the
-retries, so each retry is counted once.
-
-The four steps that talk to S3 (initialization, the upload variants, the spill writer,
-completion) derive from :class:`_S3DoFn`, which holds what they share: the config, the client
-made in ``setup()``, the retry counter and the Beam metrics namespace::
-
-    _S3DoFn ─┬─ _InitializeFn                        (initialization.py)
-             ├─ _UploadBase ─┬─ _UploadFn ─ _ArrowUploadFn   (upload.py, arrow_upload.py)
-             │               ├─ _WriteSpilledFn     (spill.py)
-             │               └─ _ShardUploadFn      (sharding.py)
-             └─ _CompleteFn                          (completion.py)
-
-Every request they make goes through :func:`beam_s3_sink.s3.call`.
+A client is made lazily on the worker, in ``DoFn.setup()`` (making one parses botocore's
+models: about half a second), and shared by the DoFn instances and part-upload pools of one
+process, keyed by the frozen config, as Beam's own S3 filesystem does. Each shared client has
+one :class:`~beam_s3_sink.s3.RetryCounter`, so each retry is counted once.
 """
 
 from __future__ import annotations

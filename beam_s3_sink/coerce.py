@@ -1,26 +1,7 @@
-"""Python values that pyarrow does not convert by itself, made ready for ``pyarrow.array``.
-
-pyarrow converts almost every Python value a row holds (ints, floats, ``Decimal``, ``date``,
-``datetime`` with or without a time zone, lists, dicts for structs and maps) in C++, a whole
-column at a time. Two types of the mapping need help first, and only their columns pay for
-it, value by value:
-
-============== ===================================================================
-Arrow type     accepted Python values
-============== ===================================================================
-``json_()``    ``str`` (JSON text, checked to parse), or ``dict``/``list``/number/``bool``
-               (serialised with ``json.dumps``, compact, keys kept in order)
-``uuid()``     ``uuid.UUID``, 16 ``bytes``, or the string form ``"12345678-1234-..."``
-============== ===================================================================
-
-A type nested in lists, structs or maps is reached too: :func:`converter` builds, once per
-schema, one function per column that needs it and ``None`` for every other column::
-
-    column values ──▶ converter(type)? ──▶ pa.array(values, type)
-                      (JSON / UUID only)
-
-Time-zone-aware ``datetime`` values need nothing here: pyarrow converts them to UTC for
-timestamp columns with and without a time zone.
+"""Python values pyarrow does not convert by itself, made ready for ``pyarrow.array``: JSON
+(``str`` checked to parse, or ``dict``/``list``/numbers serialised compactly), UUID
+(``uuid.UUID``, 16 bytes, or its text), and Beam ``Timestamp``, also nested in lists, structs
+and maps. :func:`converter` builds one function per column that needs it, None otherwise.
 """
 
 from __future__ import annotations

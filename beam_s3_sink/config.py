@@ -1,27 +1,11 @@
-"""S3 settings of a copy, and the one place that turns them into a boto3 client.
+"""S3 settings of a copy (:class:`S3Config`), and the one place that turns them into a boto3 client.
 
-Settings are resolved when the pipeline is built, in this order, as a whole (they are not
-merged field by field):
-
-1. an explicit :class:`S3Config` given to ``CopyToS3(s3=...)``;
-2. else the pipeline's Beam ``S3Options`` (``--s3_endpoint_url``, ``--s3_region_name``,
-   ``--s3_access_key_id``, ...), see :meth:`S3Config.from_pipeline_options`;
-3. for whatever credentials neither gives, boto3's default chain (environment, shared
-   files, ``profile_name``, instance or task roles), which each worker resolves itself.
-
-Credentials, on the worker::
-
-    access_key_id/secret  ─┐
-    profile_name          ─┼─▶ source credentials ──(role_arn?)──▶ AssumeRole via STS ──▶ client
-    boto3's default chain ─┘                                     (botocore's refreshable
-                                                                  credentials: re-assumed
-                                                                  before they expire)
-
-The resulting :class:`S3Config` is a frozen, picklable value that travels to the workers
-inside the pipeline graph; clients are made from it on the workers, in ``DoFn.setup()``,
-never at pipeline construction. Its ``repr`` never shows a secret. The pipeline graph holds
-it pickled (and compressed, not encrypted): prefer roles or the workers' own credential
-chain to static keys where the graph is visible to others.
+Resolved when the pipeline is built, as a whole (not merged field by field): an explicit
+``CopyToS3(s3=...)``, else the pipeline's Beam ``S3Options`` (``--s3_endpoint_url``, ...);
+credentials neither gives come from boto3's default chain on each worker, optionally through
+``role_arn`` (``sts:AssumeRole``, re-assumed by botocore before expiry). The frozen value
+travels pickled in the pipeline graph (compressed, not encrypted: prefer roles to static keys
+where the graph is visible); its ``repr`` never shows a secret.
 """
 
 from __future__ import annotations

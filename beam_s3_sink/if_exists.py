@@ -1,18 +1,8 @@
-"""What a copy does with objects already under its path that it did not write (``if_exists``).
-
-* ``"error"`` (default): fail before writing anything, naming the objects.
-* ``"append"``: leave them alone; the new files go next to them.
-* ``"replace"``: delete them, but only once the new copy has committed. Init records the
-  keys it found (so that objects written meanwhile by someone else are never touched), and
-  completion deletes exactly those, after the manifest and before the sentinel::
-
-      complete every new upload ─▶ write manifest ─▶ delete the old keys ─▶ delete sentinel
-      (new files appear whole)     (names a          (readers now see the     (the copy is
-                                    complete copy)    new copy, and less old)   finished)
-
-  So a reader listing the path sees every old object until every new file is complete, and
-  the manifest it finds always names a complete copy. A copy that fails leaves the old
-  objects in place.
+"""What a copy does with objects already under its path that it did not write (``if_exists``):
+``"error"`` (default) fails before writing anything, naming them; ``"append"`` leaves them;
+``"replace"`` deletes the keys initialization found, once the new copy has committed (after
+its manifest, before its sentinel), so a reader always sees a complete copy, and a copy that
+fails leaves the old objects in place.
 """
 
 from __future__ import annotations

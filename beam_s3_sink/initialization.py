@@ -1,40 +1,12 @@
 """Step 1, initialization: runs once, on one worker, before any row is uploaded.
 
-::
-
-    Initialize/Start                Initialize/Run
-    Create([None]) ──▶ _InitializeFn ──InitOutcome──▶ AsSingleton side input of upload and completion
-                          ▲
-          errors ──AsList─┘  (any element: write nothing, carry the error forward)
-
-It lists ``P/`` and decides:
-
-* a manifest of ``ID`` and no sentinel: the copy already finished; report that result again
-  and write nothing (an idempotent rerun);
-* with ``if_exists="error"`` or ``"replace"``: claim the path (``P/_CLAIM``, a conditional
-  ``PutObject`` with ``If-None-Match: *``, :mod:`.claim`), so that of copies started together
-  exactly one goes on; a copy that finds the claim held by another sink id fails, naming it and
-  the clean-up command, having written nothing. The path is listed again once claimed: what
-  another copy committed before the claim counts as existing;
-* an object that ``ID`` did not write: fail, naming how many and the first few keys, and the
-  clean-up command for an incomplete copy's sentinel (``if_exists="error"``; the claim is
-  released); or leave it (``"append"``); or record its key, for completion to delete once the
-  copy has committed (``"replace"``, see :mod:`.if_exists`);
-* otherwise: write the ``INCOMPLETE`` sentinel, then remove what an earlier failed run of
-  ``ID`` left (pending multipart uploads, data files, a stale manifest). On a store that
-  ignores ``If-None-Match`` the sentinel is followed by a re-list that decides between the
-  copies that wrote one since the first listing (the fallback, :mod:`.claim`).
-
-::
-
-    list ─▶ done? ─▶ claim (error/replace) ─▶ list again ─▶ foreign? ─▶ sentinel ─▶ [re-list: fallback]
-                          └─ held by B: fail "copy B ..."                 └─ error: release the claim, fail
-
-Removing visible leftovers is required (a reader listing ``P/`` would otherwise see the failed
-run's rows next to the new ones), so a refused ``DeleteObject`` fails the copy. Aborting
-pending uploads is best effort: they are invisible anyway, and some S3-compatible stores
-lack ``ListMultipartUploads`` or ``AbortMultipartUpload``; what could not be done becomes a
-warning of the result.
+It lists ``P/`` and decides: a manifest of ``ID`` and no sentinel means the copy already
+finished (report that result again, write nothing); otherwise it takes the path's claim
+(:mod:`.claim`, unless ``if_exists="append"``), fails on objects ``ID`` did not write
+(``if_exists="error"``, naming them) or records them for completion to delete
+(``"replace"``), writes the ``INCOMPLETE`` sentinel, and removes what an earlier failed run
+of ``ID`` left (pending uploads, best effort; data files and a stale manifest, which a reader
+would see, or the copy fails).
 """
 
 from __future__ import annotations

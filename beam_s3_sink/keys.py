@@ -2,16 +2,15 @@
 
 A copy to ``s3://bucket/P`` with sink id ``ID`` writes only these keys::
 
-    P/ID-<token>-<nnnn>.<ext>     data files (token: 16 hex digits, one per file writer)
-    P/ID-batch-<bbbb>-<nnnn>.<ext>  data files of shard bbbb (num_batches: same keys every run)
-    P/col=v/.../ID-...            the same, in Hive-style partition directories (partition_by)
-    P/_ID-INCOMPLETE              sentinel: a copy of ID is in progress or failed
-    P/_ID-manifest.json           manifest: the copy of ID finished
-    P/_CLAIM                      claim: the one copy (if_exists "error"/"replace") writing to P
-                                  now, written with If-None-Match: * (see .claim); not owned by ID
+    P/ID-<token>-<nnnn>.<ext>       data files (token: 16 hex digits, one per file writer)
+    P/ID-batch-<bbbb>-<nnnn>.<ext>  data files of batch bbbb (num_batches: same keys every run)
+    P/col=v/.../ID-...              the same, in Hive-style partition directories (partition_by)
+    P/_ID-INCOMPLETE                sentinel: a copy of ID is in progress or failed
+    P/_ID-manifest.json             manifest: the copy of ID finished
+    P/_CLAIM                        claim: the one copy writing to P now (see .claim); not owned by ID
 
-Ownership is decided by matching the whole key against these patterns, never by a bare
-prefix test, so that the copy ``orders`` never claims the files of the copy ``orders-2026``.
+Ownership is decided by matching the whole key, never by a bare prefix test, so that the
+copy ``orders`` never claims the files of the copy ``orders-2026``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Hive-style partitions: which directory under ``P/`` a row's file goes to.
 
 ``partition_by=["day", "country"]`` writes each row to ``P/day=<v>/country=<v>/ID-...``, the
-layout that Hive, Spark, Trino/Athena, DuckDB and pyarrow read back as columns::
-
-    row ─▶ values of the partition columns ─▶ text ─▶ escape ─▶ "day=2024-01-01/country=FR"
-                                                 │
-                      NULL or "" ─▶ __HIVE_DEFAULT_PARTITION__ (read back as NULL)
-
-Column names and values are escaped as Hive's ``FileUtils.escapePathName`` does (Spark uses
-the same set): the characters ``" # % ' * / : = ? \\ { [ ] ^``, DEL and the control
-characters become ``%XX`` (upper-case hex); everything else, spaces and non-ASCII included,
-is kept as is (S3 keys are UTF-8). DuckDB and pyarrow decode ``%XX`` when they read.
-
-Partition columns are left out of the files by default, as Hive and Spark do (their values
-live in the path); ``keep_partition_columns=True`` keeps them in the files too.
+layout Hive, Spark, Trino/Athena, DuckDB and pyarrow read back as columns. Names and values
+are escaped as Hive's ``FileUtils.escapePathName`` does (``%XX`` for ``" # % ' * / : = ? \\ { [ ] ^``,
+DEL and control characters); NULL and ``""`` become ``__HIVE_DEFAULT_PARTITION__``. Partition
+columns are left out of the files unless ``keep_partition_columns=True``.
 """
 
 from __future__ import annotations

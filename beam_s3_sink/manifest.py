@@ -1,13 +1,7 @@
-"""The manifest a finished copy writes (``P/_ID-manifest.json``), and reading it back.
-
-Its ``entries`` follow Amazon Redshift's ``COPY ... MANIFEST`` layout, so Redshift can load
-the files with it as it is; the other keys add the totals, the format and the schema::
-
-    {"entries": [{"url": "s3://b/P/ID-…-0001.parquet", "mandatory": true,
-                  "meta": {"content_length": 1234, "record_count": 100,
-                           "columns": {"id": {"null_count": 0, "min": 1, "max": 100}, …}}}, …],
-     "sink_id": "ID", "uri": "s3://b/P", "rows": 100, "bytes": 1234, "files": 1,
-     "format": {...}, "schema": [{"name": "id", "type": "int64", "nullable": true}, …]}
+"""The manifest a finished copy writes (``P/_ID-manifest.json``), and reading it back: Amazon
+Redshift's ``COPY ... MANIFEST`` entries (``url``, ``mandatory``, ``meta.content_length``,
+``meta.record_count``, plus ``meta.columns`` statistics), then the totals, the format and the
+schema.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""Per-object request settings: encryption, storage class, content type, part checksums, and
-the expected bucket owner, and the one place each becomes request parameters.
-
-::
-
-    ObjectSettings ──data_file_args(ct)───▶ CreateMultipartUpload / PutObject (empty data file)
-                   ──control_args()───────▶ PutObject of the sentinel and the manifest
-                   ──checksum_algorithm───▶ UploadPart; CompleteMultipartUpload gets each
-                                            part's checksum back (PendingFile.part_checksums)
-                   ──attach(client)───────▶ ExpectedBucketOwner on EVERY request of the client
-
-The expected bucket owner is added by a botocore ``before-parameter-build.s3`` handler rather
-than at each call site, so no request (listing, head, delete, abort, a retry) can miss it.
-
-Storage class and content type apply to data files only: the sentinel and the manifest stay in
-the bucket's default class, so that readers (and Redshift's ``COPY ... MANIFEST``) can always
-read them at once. Encryption and checksums apply to every object the copy writes.
+"""Per-object request settings (:class:`ObjectSettings`): encryption, storage class, content
+type, part checksums and the expected bucket owner, and the one place each becomes request
+parameters. Storage class and content type apply to data files only (the sentinel and the
+manifest stay readable at once); the expected bucket owner is added to every request of a
+client by a botocore ``before-parameter-build.s3`` handler, so that no call can miss it.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Keeps credentials out of botocore's DEBUG logging.
-
-At DEBUG, botocore logs what it sends and receives: the headers of every request (with
-``X-Amz-Security-Token``, the session token of temporary credentials) and the body of every
-answer (an STS ``AssumeRole`` answer holds ``<SecretAccessKey>`` and ``<SessionToken>``). An
-operator who turns DEBUG on to troubleshoot a copy would write the role's credentials to the
-worker logs. :func:`install` adds a :class:`CredentialRedactor` filter to the loggers that emit
-those records; the sink calls it whenever it makes a client (``S3Config.make_client``)::
-
-    botocore.endpoint / botocore.parsers / ... ─▶ CredentialRedactor ─▶ handlers
-                                                  (values of secret fields → ***)
-
-The filter rewrites only the values of credential fields; everything else in the record is
-kept, so DEBUG logs stay useful. Installing it twice adds it once.
+"""Keeps credentials out of botocore's DEBUG logging: :func:`install` adds a
+:class:`CredentialRedactor` filter (values of secret fields such as ``X-Amz-Security-Token``
+or an ``AssumeRole`` answer's ``<SecretAccessKey>`` become ``***``) to the loggers that emit
+them; ``S3Config.make_client`` calls it. Installing it twice adds it once.
 """
 
 from __future__ import annotations

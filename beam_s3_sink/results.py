@@ -1,11 +1,5 @@
-"""The one result a copy reports: :class:`CopyToResult`, with a :class:`CopiedFile` per data file.
-
-::
-
-    initialization ──▶ upload ──▶ completion ──▶ CopyToResult (exactly one element)
-
-Both are frozen dataclasses: picklable, comparable, and safe to print (no secrets). The
-values that flow between the steps are in :mod:`.messages`.
+"""The one result a copy reports: :class:`CopyToResult`, with a :class:`CopiedFile` per data
+file. Both are frozen dataclasses: picklable, comparable, and safe to print (no secrets).
 """
 
 from __future__ import annotations

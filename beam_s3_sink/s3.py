@@ -1,26 +1,9 @@
-"""S3 access: multipart file streams and the few object-store calls the steps make.
-
-An upload step writes each data file through a :class:`MultipartStream`, a write-only file
-object that an encoder (pyarrow's Parquet writer, the CSV encoder) writes into::
-
-    encoder.write(bytes) ──▶ part buffer (part_size) ──▶ thread pool: upload_part ─┐
-                                                         (at most max_concurrency  │
-                                                          parts in flight)         ▼
-                                   finish(): last part, wait ──▶ PendingFile(key, upload id, ETags)
-
-The stream never completes its multipart upload: completion does, in one place, once every
-bundle has reported. A worker therefore holds at most ``part_size * (max_concurrency + 1)``
-bytes of encoded data per open file. The streams of one writer share :class:`PartBuffers`: a
-part's buffer, once uploaded, is filled again rather than freed. Freshly allocated 8 MiB
-buffers, filled on an encode thread and freed on an upload thread, otherwise stay in the C
-allocator's per-thread arenas (glibc raises its mmap threshold to the size of a freed block):
-10 to 20 MiB of peak RSS on TPC-H lineitem.
-
-Transient failures (503 SlowDown, 500 InternalError, dropped connections, timeouts) are
-retried by botocore itself (``S3Config.retry_mode``/``max_attempts``), with the same bytes
-body for a part. :class:`RetryCounter` watches a client's requests and counts each retry,
-from whatever thread made it; the step that owns the client moves the count into the Beam
-counter ``beam_s3_sink/retries`` on its own thread, where Beam's metrics context lives.
+"""S3 access: :class:`MultipartStream` (a data file's parts, uploaded on a thread pool, never
+completed here) and :func:`call`, through which every request of the package goes, so that
+every failure reads alike (:class:`~beam_s3_sink.errors.S3RequestError`: the operation, the
+object, S3's answer and what to check). Transient failures are retried by botocore itself
+(``S3Config.retry_mode``/``max_attempts``); :class:`RetryCounter` counts those retries for the
+Beam counter ``beam_s3_sink/retries``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""The Arrow schema of a copy, and turning buffered rows into Arrow record batches.
+"""The Arrow schema of a copy, and :func:`rows_to_batch`, which turns rows into a record batch.
 
-The schema is fixed when the pipeline is built: given as a ``pyarrow.Schema``, or derived
-from the PCollection's Beam schema (``NamedTuple``, dataclass or ``beam.Row`` element types)
-with Beam's own Arrow helpers, and for the types those leave out (Beam logical types,
-``datetime``, ``UUID``, unsigned numpy integers) from the Python annotations.
-
-Rows (dicts, ``beam.Row`` or NamedTuples) are converted to Arrow a column at a time::
-
-    rows ─▶ column values ─▶ [coerce: JSON / UUID / Beam Timestamp only] ─▶ pa.array(type)
-                                                  refused? ─▶ find the value ─▶ RowError
-
-pyarrow converts each column in C++; only JSON and UUID columns (see :mod:`.coerce`) and
-timestamp columns holding Beam ``Timestamp`` values go through Python value by value. A
-timestamp column of ``datetime`` values only is built from ``value - epoch`` (one C loop),
-which is four times cheaper than pyarrow asking each value's time zone for its offset. When
-pyarrow refuses a column, its values are tried one at a time to name the column, the
-expected type and the offending value (shortened).
+The schema is given as a ``pyarrow.Schema`` or derived from the PCollection's Beam schema
+with Beam's own Arrow helpers (and, for the types those leave out, from the annotations).
+Rows are converted a column at a time by pyarrow in C++; only JSON and UUID columns
+(:mod:`.coerce`) and Beam ``Timestamp`` values go through Python per value. A refused column
+is retried value by value to name the column, the expected type and the value.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""Per-file column statistics: null count, min and max of each column of each data file.
-
-They travel with the file, as DuckDB's ``COPY ... (RETURN_STATS)`` and Redshift's
-``MANIFEST VERBOSE`` give them: in each :class:`~beam_s3_sink.CopiedFile` of the result and in
-each manifest entry (``meta.columns``)::
-
-    Parquet:  ParquetWriter's footer (FileMetaData) ─▶ per leaf column, over row groups ─┐
-    CSV/text: the batches the encoder gets ─▶ pyarrow.compute min_max / null_count ─────┴▶ ColumnStats*
-
-Values are kept JSON-ready and small: numbers as numbers, temporal values, decimals and
-others as their ISO/str text; NaN is left out of min/max (as Parquet and Arrow do); a string
-longer than :data:`MAX_TEXT` has no min/max (the null count stays); nested and binary
-columns of CSV/text have a null count only. Parquet's names are the footer's leaf paths
-(``s.x``, ``tags.list.element``).
+"""Per-file column statistics (null count, min, max), as DuckDB's ``COPY ... (RETURN_STATS)``
+and Redshift's ``MANIFEST VERBOSE`` give them: in each ``CopiedFile`` and manifest entry.
+Parquet's come from the writer's footer, CSV/text's from the batches encoded. Values are
+JSON-ready (ISO text for temporal values); NaN is left out of min/max, and strings longer
+than :data:`MAX_TEXT` keep only their null count.
 """
 
 from __future__ import annotations
