@@ -21,7 +21,7 @@ import pyarrow as pa
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-from .arrow_input import conform_batches, is_arrow
+from .arrow_input import is_arrow
 from .batches import HANDLED, Batcher
 from .errors import RowError
 from .keys import CopyKeys
@@ -92,9 +92,7 @@ class _ValidateFn(beam.DoFn):
         """None if these rows convert and encode, else why not."""
         try:
             batcher = Batcher(self._schema)
-            for row in rows:
-                batcher.add(row)
-            for batch in batcher.flush():
+            for batch in [b for row in rows for b in batcher.add(row)] + batcher.flush():
                 self._encode(batch)
         except HANDLED as exc:  # the reason is the report
             return f"{type(exc).__name__}: {exc}" if not str(exc).startswith(type(exc).__name__) else str(exc)
@@ -114,18 +112,11 @@ class _ValidateFn(beam.DoFn):
 
     def _check_arrow(self, data: Any) -> None:
         """A ``RecordBatch``/``Table``: conformed and encoded as it is; only when that fails
-        (or with ``partition_by``, whose values are checked per row) are its rows checked
-        one by one, to name each bad row."""
-        if not self._layout.partition_by:
-            try:
-                for batch in conform_batches(data, self._schema):
-                    self._encode(batch)
-            except HANDLED:  # find the bad rows below
-                pass
-            else:
-                self._seen += data.num_rows
-                self._report = self._report.merge(ValidationReport(data.num_rows, 0, ()))
-                return
+        are its rows checked one by one, to name each bad row."""
+        if self._reason([data]) is None:
+            self._seen += data.num_rows
+            self._report = self._report.merge(ValidationReport(data.num_rows, 0, ()))
+            return
         for row in data.to_pylist():
             self._rows.append((self._seen, row))
             self._seen += 1
@@ -157,29 +148,22 @@ def merge_validation(reports: Iterable[ValidationReport]) -> ValidationReport:
     return merged
 
 
-class _ReportValidationFn(beam.DoFn):
+def _result(report: ValidationReport, keys: CopyKeys) -> CopyToResult:
     """The dry run's one result: ``dry_run=True``; ``error`` names the bad rows, if any."""
-
-    def __init__(self, keys: CopyKeys) -> None:
-        self._keys = keys
-
-    def process(self, report: ValidationReport) -> Iterable[CopyToResult]:
-        error = None
-        if report.invalid_rows:
-            error = (
-                f"dry run: {report.invalid_rows} of {report.rows} row(s) would fail the copy; the first: "
-                + "; ".join(report.invalid)
-            )
-            _log.warning("%s", error)
-        yield CopyToResult(
-            uri=self._keys.location.uri,
-            sink_id=self._keys.sink_id,
-            rows=report.rows,
-            error=error,
-            dry_run=True,
-            invalid_rows=report.invalid_rows,
-            invalid=report.invalid,
-        )
+    error = None
+    if report.invalid_rows:
+        shown = "; ".join(report.invalid)
+        error = f"dry run: {report.invalid_rows} of {report.rows} row(s) would fail the copy; the first: {shown}"
+        _log.warning("%s", error)
+    return CopyToResult(
+        uri=keys.location.uri,
+        sink_id=keys.sink_id,
+        rows=report.rows,
+        error=error,
+        dry_run=True,
+        invalid_rows=report.invalid_rows,
+        invalid=report.invalid,
+    )
 
 
 @beam.ptransform_fn
@@ -189,5 +173,5 @@ def validate_rows(rows: beam.PCollection, settings: WriteSettings) -> beam.PColl
         rows
         | "Validate" >> beam.ParDo(_ValidateFn(settings))
         | "MergeChecks" >> beam.CombineGlobally(merge_validation)
-        | "Report" >> beam.ParDo(_ReportValidationFn(settings.keys))
+        | "Report" >> beam.Map(_result, settings.keys)
     )
