@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, NoReturn, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
@@ -46,6 +46,7 @@ from beam_s3_sink.clients import shared_client
 from beam_s3_sink.errors import CopyToS3Error, S3RequestError
 from beam_s3_sink.formats import resolve_format
 from beam_s3_sink.s3 import read_object
+from beam_s3_sink.transform import parse_size
 
 __all__ = ["main", "build_parser", "plan_copy", "CopyPlan", "UsageError"]
 
@@ -104,7 +105,18 @@ FORMAT_OPTIONS = {
     "force_quote": "force_quote",
     "compression": "compression",
     "compression_level": "compression_level",
-    "row_group_size": "row_group_size",
+    "row_group_bytes": "row_group_size",  # ParquetFormat's row_group_size is encoded bytes
+}
+
+IF_EXISTS = ("error", "append", "replace")  # CopyToS3's if_exists (beam_s3_sink/if_exists.py)
+MIN_ROW_GROUP_BYTES = 1024  # ParquetFormat's least row_group_size
+
+# flags the command had once -> what to write instead (an error line, exit 2)
+REMOVED_FLAGS = {
+    "--row_group_size": "--row_group_size is gone: it set encoded bytes per row group, not rows; "
+    "write --row_group_bytes SIZE instead, e.g. --row_group_bytes 4MiB",
+    "--encode_threads": "--encode_threads is gone (encoding on more threads measured no faster, for "
+    "about 50 MiB more memory per thread); drop it",
 }
 
 
@@ -153,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         required=True,
         metavar="s3://BUCKET/PATH",
-        help="where to copy to; the path must be empty (but for an earlier run of --sink_id)",
+        help="where to copy to; the path must be empty (but for an earlier run of --sink_id), "
+        "unless --if_exists append or replace",
     )
     out.add_argument(
         "--format", default="parquet", metavar="parquet|csv|text|jsonl", help="the output format (default parquet)"
@@ -176,12 +189,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--sink_id", help="names every object of the copy; rerunning with the same id is idempotent (default: a new id)"
     )
     out.add_argument(
-        "--encode_threads",
-        type=int,
-        default=1,
+        "--if_exists",
+        choices=IF_EXISTS,
+        default="error",
+        help="objects under --output that this copy did not write: error (default: refuse to "
+        "copy), append (leave them), replace (delete them once the copy has committed)",
+    )
+    out.add_argument(
+        "--partition_by",
+        type=_columns,
+        metavar="COL[,COL...]",
+        help="write Hive-style directories PATH/COL=VALUE/... (integer, string, bool or date "
+        "columns); the columns are left out of the files unless --keep_partition_columns",
+    )
+    out.add_argument(
+        "--keep_partition_columns",
+        action="store_true",
+        help="with --partition_by: also keep the partition columns in the files",
+    )
+    out.add_argument(
+        "--num_batches",
+        type=_positive_int,
         metavar="N",
-        help="encode a large unpartitioned copy into N files at once, one thread each: faster where "
-        "cores are idle, for about 45 MiB more memory per thread (default 1)",
+        help="spread the rows over N batches by a hash of each row, each written by one worker "
+        "as ID-batch-<bbbb>-<nnnn> files (a rerun of the same data writes the same keys; default: "
+        "no shuffle, each worker writes files of the rows it reads)",
     )
     parser.add_argument("--verbose", action="store_true", help="show Beam's own log (INFO and up)")
     fmt = parser.add_argument_group("format options")
@@ -197,8 +229,43 @@ def build_parser() -> argparse.ArgumentParser:
         "csv, text, jsonl: gzip or zstd (default none)",
     )
     fmt.add_argument("--compression_level", type=int, help="parquet: the codec's level")
-    fmt.add_argument("--row_group_size", type=int, metavar="ROWS", help="parquet: rows per row group")
+    fmt.add_argument(
+        "--row_group_bytes",
+        type=_row_group_bytes,
+        metavar="SIZE",
+        help="parquet: encoded bytes per row group, e.g. 4MiB (at least 1KiB, at most "
+        "--max_file_size; default an eighth of --max_file_size, from 16KiB to 4MiB)",
+    )
     return parser
+
+
+def _positive_int(text: str) -> int:
+    """``--num_batches``: a whole number from 1 up (CopyToS3 checks the upper bound)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 up, got {text!r}")
+    return int(text)
+
+
+def _columns(text: str) -> Tuple[str, ...]:
+    """``--partition_by``: a comma list of column names, none empty or repeated."""
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty column name; write COL[,COL...]")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{text!r} names column(s) {repeated} more than once")
+    return names
+
+
+def _row_group_bytes(text: str) -> int:
+    """``--row_group_bytes``: a size such as ``4MiB``, at least ``MIN_ROW_GROUP_BYTES``."""
+    try:
+        size = parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; write bytes, or e.g. 64KiB or 4MiB") from None
+    if size < MIN_ROW_GROUP_BYTES:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_ROW_GROUP_BYTES} bytes (1KiB), got {text!r}")
+    return size
 
 
 @dataclass(frozen=True)
@@ -237,7 +304,9 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         FileSystems.set_options(PipelineOptions(pipeline_args))  # Beam's S3 file system reads --s3_*
         schema = load_schema(args.schema) if args.schema else None
         source = parse_source(args.source, args.source_format)
+        _check_flags(args)
         schema = plan_source(source, schema)
+        _check_partition_columns(args.partition_by or (), schema)
         transform = CopyToS3(
             args.output,
             format=_format(args),
@@ -245,7 +314,10 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
             max_file_size=args.max_file_size,
             sink_id=args.sink_id,
             validate_only=args.dry_run,
-            encode_threads=args.encode_threads,
+            if_exists=args.if_exists,
+            num_batches=args.num_batches,
+            partition_by=args.partition_by or (),
+            keep_partition_columns=args.keep_partition_columns,
         )
         options = PipelineOptions(pipeline_args)
         local = progress_dir if _workers_are_local(options) else None
@@ -261,7 +333,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
     except (SchemaSyntaxError, SourceError) as exc:
         raise UsageError(str(exc)) from None
     except (ValueError, TypeError) as exc:
-        raise UsageError(str(exc).replace("CopyToS3: ", "", 1)) from None
+        raise UsageError(as_flags(str(exc).replace("CopyToS3: ", "", 1))) from None
     total_rows, total_bytes = source_totals(source)
     return CopyPlan(
         source,
@@ -285,12 +357,33 @@ def _keep_result(result: Any, path: str) -> None:
         pickle.dump(result, f)
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """What the flags say together, checked before the source is read."""
+    if args.keep_partition_columns and not args.partition_by:
+        raise UsageError("--keep_partition_columns applies only with --partition_by COL[,COL...]")
+    if args.row_group_bytes is not None:
+        max_file_size = parse_size(args.max_file_size)  # a bad one: ValueError, a usage error
+        if args.row_group_bytes > max_file_size:
+            raise UsageError(
+                f"--row_group_bytes {args.row_group_bytes:,} is more than --max_file_size {max_file_size:,} "
+                "bytes: a file holds at least one row group"
+            )
+
+
+def _check_partition_columns(columns: Sequence[str], schema: pa.Schema) -> None:
+    """Every ``--partition_by`` column is one of the source's (CopyToS3 checks their types)."""
+    missing = [name for name in columns if name not in schema.names]
+    if missing:
+        which = f"column {missing[0]!r} is" if len(missing) == 1 else f"columns {', '.join(map(repr, missing))} are"
+        raise UsageError(
+            f"--partition_by {which} not in the source's schema; its columns are {', '.join(schema.names)}"
+        )
+
+
 def _format(args: argparse.Namespace) -> Any:
     """The format object: the format named by --format, with the options given."""
     fmt = resolve_format(args.format)
-    given: Dict[str, Any] = {
-        field: getattr(args, flag) for flag, field in FORMAT_OPTIONS.items() if getattr(args, flag) is not None
-    }
+    given: Dict[str, Any] = {flag: getattr(args, flag) for flag in FORMAT_OPTIONS if getattr(args, flag) is not None}
     if "force_quote" in given:
         given["force_quote"] = (
             True
@@ -299,10 +392,11 @@ def _format(args: argparse.Namespace) -> Any:
         )
     assert dataclasses.is_dataclass(fmt) and not isinstance(fmt, type)  # every format is one (formats/base.py)
     names = {f.name for f in dataclasses.fields(fmt)}
-    foreign = sorted(f"--{flag}" for flag in given if flag not in names)
+    foreign = sorted(f"--{flag}" for flag in given if FORMAT_OPTIONS[flag] not in names)
     if foreign:
         raise UsageError(f"{', '.join(foreign)} do(es) not apply to --format {args.format}")
-    return dataclasses.replace(fmt, **given) if given else fmt
+    fields = {FORMAT_OPTIONS[flag]: value for flag, value in given.items()}
+    return dataclasses.replace(fmt, **fields) if fields else fmt
 
 
 def _check_beam_flags(beam_args: List[str]) -> None:
@@ -319,6 +413,8 @@ def _check_beam_flags(beam_args: List[str]) -> None:
         if not flags:
             raise UsageError(f"unexpected argument {unknown[0]!r}: every value follows its flag (see --help)")
         name = flags[0].split("=", 1)[0]
+        if name in REMOVED_FLAGS:
+            raise UsageError(REMOVED_FLAGS[name])
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise UsageError(f"unknown flag {name}{hint} (see --help)")
@@ -340,7 +436,7 @@ def run(plan: CopyPlan, out: Any = None) -> int:
             progress.result = plan.pipeline.run()
             state = progress.result.wait_until_finish()
     except Exception as exc:  # the runner's wrapping of the worker's error: keep its message
-        console.error(f"the copy failed: {one_line_error(exc)}")
+        console.error(f"the copy failed: {as_flags(one_line_error(exc))}")
         return 1
     if state != PipelineState.DONE:
         console.error(f"the pipeline ended in state {state}")
@@ -427,6 +523,28 @@ def one_line_error(exc: BaseException) -> str:
         lines = [part.strip() for part in text.splitlines() if part.strip()]
         line = lines[-1] if lines else type(exc).__name__
     return re.sub(r"\s*\[while running '[^']*'\]", "", line).strip()
+
+
+# CopyToS3's spelling of an option in its messages -> the command's flag
+_FLAG_SPELLINGS = (
+    (re.compile(r"^(num_batches|partition_by|max_file_size|if_exists|sink_id)\b"), r"--\1"),
+    (re.compile(r"\bif_exists='append' or 'replace'"), "--if_exists append or replace"),
+    (re.compile(r"\bif_exists='(\w+)'"), r"--if_exists \1"),
+    (re.compile(r"\bkeep_partition_columns=True"), "--keep_partition_columns"),
+)
+
+
+def as_flags(message: str) -> str:
+    """A CopyToS3 message with its option names written as the command's flags.
+
+    >>> as_flags("num_batches must be an int from 1 to 10000, got 0")
+    '--num_batches must be an int from 1 to 10000, got 0'
+    >>> as_flags("s3://b/p is not empty: ...; or pass if_exists='append' or 'replace'. Nothing was written.")
+    's3://b/p is not empty: ...; or pass --if_exists append or replace. Nothing was written.'
+    """
+    for pattern, flag in _FLAG_SPELLINGS:
+        message = pattern.sub(flag, message)
+    return message
 
 
 def abort_main(argv: Sequence[str], out: Any = None) -> int:
