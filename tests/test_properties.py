@@ -3,6 +3,10 @@
 * Parquet: encoded by the package's encoder, read back by pyarrow and by DuckDB: equal.
 * CSV and text (with several option sets): loaded into the real PostgreSQL with ``COPY ... FROM``
   and the same options: equal.
+* CSV and text with any options PostgreSQL accepts (delimiter, quote, escape, NULL string,
+  header) and values made of those characters: loaded back equal, and byte for byte what
+  PostgreSQL's ``COPY ... TO`` writes; options it accepts but whose files it cannot load back
+  are refused, and PostgreSQL's own round trip shows why.
 * A value the format cannot hold (NUL in PostgreSQL text) fails with an error naming the column,
   and, in a full pipeline copy, leaves nothing visible.
 
@@ -16,7 +20,10 @@ from __future__ import annotations
 import datetime
 import decimal
 import io
+import json
 import math
+import re
+import string
 import uuid
 
 import duckdb
@@ -27,6 +34,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
 from beam_s3_sink import CsvFormat, ParquetFormat, TextFormat
 from beam_s3_sink.formats.parquet import to_file_table
@@ -34,7 +42,7 @@ from beam_s3_sink.schema import rows_to_batch
 from helpers import data_keys, list_objects, pending_uploads, read_parquet, run_copy
 
 UTC = datetime.timezone.utc
-EXAMPLES = {"parquet": 200, "pg": 150, "pipeline": 3, "refused": 50}
+EXAMPLES = {"parquet": 200, "pg": 150, "pipeline": 3, "refused": 50, "csv_options": 250, "text_options": 100}
 SETTINGS = dict(
     derandomize=True,
     database=None,
@@ -282,6 +290,303 @@ def test_csv_and_text_load_into_postgresql_equal(pg, table, which):
     got = sorted((tuple(_pg_norm(v, f.type) for v, f in zip(r, fields)) for r in loaded), key=repr)
     want = sorted((tuple(_pg_norm(r[f.name], f.type) for f in fields) for r in rows), key=repr)
     assert len(got) == len(want) and all(same(list(g), list(w)) for g, w in zip(got, want)), (got, want)
+
+
+# CSV and text: every option combination PostgreSQL accepts ----------------------------------
+
+# Delimiters, quotes, escapes and NULL strings are drawn from these (ASCII punctuation, blank,
+# some letters and digits), so that the combinations vary and the options collide with values.
+OPTION_CHARS = string.punctuation + " \t" + "aeEfNntxX019"
+# PostgreSQL refuses these as a text-format delimiter (ProcessCopyOptions).
+PG_TEXT_BAD_DELIMITERS = "\\.abcdefghijklmnopqrstuvwxyz0123456789"
+# Column kinds: Arrow type, PostgreSQL type, the SELECT expression that gives the value back.
+KINDS = {
+    "text": (pa.string(), "text", "{}"),
+    "bigint": (pa.int64(), "bigint", "{}"),
+    "bool": (pa.bool_(), "boolean", "{}"),
+    "json": (pa.json_(pa.string()), "json", "{}::text"),
+    "array": (pa.list_(pa.string()), "text[]", "{}"),
+}
+
+
+def hostile_text(options: list) -> st.SearchStrategy:
+    """Text made of the options themselves, CR/LF, \\., backslashes, quotes and non-ASCII."""
+    pieces = [
+        "",
+        "\\",
+        "\\.",
+        ".",
+        "\\N",
+        "NULL",
+        "\r",
+        "\n",
+        "\r\n",
+        "é",
+        "🙂",
+        " ",
+        "\t",
+        '"',
+        "'",
+        ",",
+        "{",
+        "}",
+        "x",
+    ]
+    pieces += [c for c in options if c]
+    pieces += [n + "x" for n in options] + ["x" + n for n in options] + [n + n for n in options]
+    chars = st.characters(exclude_categories=("Cs",), exclude_characters=("\x00",))
+    return st.one_of(
+        st.sampled_from(pieces),
+        st.lists(st.sampled_from(pieces) | st.text(chars, max_size=2), max_size=4).map("".join),
+    )
+
+
+def kind_values(kind: str, texts: st.SearchStrategy) -> st.SearchStrategy:
+    if kind == "text":
+        values = texts
+    elif kind == "bigint":
+        values = st.sampled_from([0, 1, -1, 10, 19]) | int_range(64, True)
+    elif kind == "bool":
+        values = st.booleans()
+    elif kind == "json":
+        doc = texts | st.integers() | st.lists(texts, max_size=2) | st.dictionaries(texts, texts, max_size=2)
+        values = st.builds(
+            lambda d, indent: json.dumps(d, ensure_ascii=False, indent=indent), doc, st.sampled_from([None, 1])
+        )
+    else:
+        values = st.lists(st.none() | texts, max_size=3)
+    return st.none() | values
+
+
+@st.composite
+def hostile_table(draw, options: list):
+    """1..4 columns of distinct kinds, named by hostile text (for the header), and 0..6 rows."""
+    texts = hostile_text(options)
+    kinds = draw(st.lists(st.sampled_from(sorted(KINDS)), min_size=1, max_size=4, unique=True))
+    names = []
+    for i in range(len(kinds)):
+        name = draw(texts)
+        usable = name != "" and len(name.encode()) <= 63 and name not in names  # a PostgreSQL column name
+        names.append(name if usable else f"c{i}")
+    rows = draw(st.lists(st.tuples(*[kind_values(k, texts) for k in kinds]), min_size=1, max_size=6))
+    return list(zip(names, kinds)), rows
+
+
+def null_strings(options: list, forbidden: str) -> st.SearchStrategy:
+    """NULL strings PostgreSQL accepts: without the forbidden characters (the delimiter, the CSV
+    quote), CR or LF; among them \\. and ones with backslashes."""
+    common = ["", "\\N", "NULL", "N", "-", "1", "t", "{}", "\\", "é", "\\\\", "\\.", "x\\", "\\t"]
+    candidates = st.sampled_from(common + [c for c in options if c] + [c + c for c in options if c])
+    return st.one_of(candidates, st.text(st.sampled_from(OPTION_CHARS + "\\é"), max_size=3)).filter(
+        lambda null: not any(c in null for c in forbidden + "\r\n")
+    )
+
+
+@st.composite
+def csv_options(draw):
+    """CsvFormat keyword arguments PostgreSQL accepts (an option left out: both defaults)."""
+    kwargs = {}
+    if draw(st.booleans()):
+        kwargs["delimiter"] = draw(st.sampled_from(OPTION_CHARS))
+    if draw(st.integers(0, 3)):
+        kwargs["quote"] = draw(st.sampled_from(OPTION_CHARS).filter(lambda c: c != kwargs.get("delimiter", ",")))
+    elif kwargs.get("delimiter") == '"':
+        kwargs["quote"] = "'"
+    quote = kwargs.get("quote", '"')
+    escape = draw(st.sampled_from([None, None, quote, "\\", "\r", "\n"]) | st.sampled_from(OPTION_CHARS))
+    if escape is not None:
+        kwargs["escape"] = escape
+    forbidden = kwargs.get("delimiter", ",") + quote
+    if draw(st.integers(0, 3)):
+        kwargs["null"] = draw(null_strings([kwargs.get("delimiter", ","), quote, escape or quote], forbidden))
+    kwargs["header"] = draw(st.booleans())
+    if draw(st.integers(0, 4)) == 0:
+        kwargs["force_quote"] = True
+    return kwargs
+
+
+@st.composite
+def text_options(draw):
+    """TextFormat keyword arguments PostgreSQL accepts."""
+    kwargs = {}
+    if draw(st.integers(0, 3)):
+        kwargs["delimiter"] = draw(st.sampled_from(OPTION_CHARS).filter(lambda c: c not in PG_TEXT_BAD_DELIMITERS))
+    if draw(st.integers(0, 3)):
+        kwargs["null"] = draw(null_strings([kwargs.get("delimiter", "\t")], kwargs.get("delimiter", "\t")))
+    return kwargs
+
+
+def copy_options(kind: str, kwargs: dict, direction: str) -> sql.Composable:
+    """The COPY options for a CsvFormat/TextFormat's keyword arguments (only those given)."""
+    parts = [sql.SQL(f"FORMAT {kind}")]
+    for option in ("delimiter", "quote", "escape", "null"):
+        if option in kwargs:
+            parts.append(sql.SQL(option.upper() + " ") + sql.Literal(kwargs[option]))
+    if kwargs.get("header"):
+        parts.append(sql.SQL("HEADER MATCH" if direction == "from" else "HEADER"))
+    if kwargs.get("force_quote") and direction == "to":  # COPY TO only
+        parts.append(sql.SQL("FORCE_QUOTE *"))
+    return sql.SQL(", ").join(parts)
+
+
+class PgTables:
+    """Two empty tables with the given columns: ``a`` for PostgreSQL's own COPY TO of inserted
+    rows, ``b`` for COPY FROM of a file; COPY options from a CsvFormat/TextFormat's arguments."""
+
+    def __init__(self, pg, columns: list, kind: str, kwargs: dict) -> None:
+        self.pg, self.columns = pg, columns
+        self.to_options, self.from_options = (copy_options(kind, kwargs, d) for d in ("to", "from"))
+        self.names = [sql.Identifier(f"t_{uuid.uuid4().hex[:10]}") for _ in "ab"]
+        defs = sql.SQL(", ").join(sql.SQL("{} " + KINDS[k][1]).format(sql.Identifier(n)) for n, k in columns)
+        for name in self.names:
+            pg.execute(sql.SQL("CREATE TEMP TABLE {} ({})").format(name, defs))
+
+    def __enter__(self) -> "PgTables":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in self.names:
+            self.pg.execute(sql.SQL("DROP TABLE {}").format(name))
+
+    def load(self, data: bytes):
+        """COPY ``data`` into ``b`` and SELECT it back (sorted), or the error PostgreSQL gives."""
+        table = self.names[1]
+        exprs = sql.SQL(", ").join(sql.SQL(KINDS[k][2]).format(sql.Identifier(n)) for n, k in self.columns)
+        try:
+            with self.pg.cursor() as cur:
+                cur.execute(sql.SQL("TRUNCATE {}").format(table))
+                with cur.copy(sql.SQL("COPY {} FROM STDIN ({})").format(table, self.from_options)) as copy:
+                    copy.write(data)
+                return sorted(cur.execute(sql.SQL("SELECT {} FROM {}").format(exprs, table)).fetchall(), key=repr)
+        except psycopg.Error as exc:
+            return f"PostgreSQL refused the file: {exc}"
+
+    def copy_to(self, rows: list) -> bytes:
+        """What PostgreSQL's own COPY ... TO writes for ``rows``."""
+        table = self.names[0]
+        casts = sql.SQL(", ").join(sql.SQL("%s::" + KINDS[k][1]) for _, k in self.columns)
+        with self.pg.cursor() as cur:
+            cur.execute(sql.SQL("TRUNCATE {}").format(table))
+            cur.executemany(sql.SQL("INSERT INTO {} VALUES ({})").format(table, casts), rows)
+            with cur.copy(sql.SQL("COPY {} TO STDOUT ({})").format(table, self.to_options)) as copy:
+                return b"".join(bytes(chunk) for chunk in copy)
+
+    def own_round_trip_loses(self, rows: list) -> bool:
+        """Whether PostgreSQL's own COPY TO then COPY FROM fails to give ``rows`` back."""
+        return self.load(self.copy_to(rows)) != sorted(rows, key=repr)
+
+
+def check_options_round_trip(pg, fmt_class, kind: str, kwargs: dict, table) -> None:
+    """Write with the sink, load with COPY FROM: the rows come back, and the file is what
+    PostgreSQL's COPY TO writes. Where the sink refuses, PostgreSQL's own round trip loses data."""
+    columns, rows = table
+    try:
+        fmt = fmt_class(**kwargs)
+    except ValueError as exc:
+        # Options PostgreSQL takes but cannot read back (a NULL string \. or, in the text
+        # format, one with the pair \. or a lone backslash at its end): its own file with a NULL
+        # in one column does not load back.
+        assert re.search(r"null .* must not (contain \\\.|end in a lone backslash)|null '\\\\\.' is", str(exc)), exc
+        with PgTables(pg, [("c", "text")], kind, kwargs) as one:
+            assert one.own_round_trip_loses([(None,)])
+        return
+    schema = pa.schema([(n, KINDS[k][0]) for n, k in columns])
+    with PgTables(pg, columns, kind, kwargs) as tables:
+        try:
+            data = encode(fmt, schema, [dict(zip(schema.names, r)) for r in rows])
+        except ValueError as exc:
+            # A value the text format writes as its NULL string: COPY FROM would load it as NULL.
+            assert kind == "text" and "the NULL string of this text format" in str(exc), exc
+            assert tables.own_round_trip_loses(rows)
+            return
+        assert tables.load(data) == sorted(rows, key=repr)
+        theirs = tables.copy_to(rows)
+        if b"\n\\.\n" in b"\n" + theirs:
+            # PostgreSQL's own file has a line \. (delimiter '.', two columns, a row ('\\', '')
+            # or ('\\', NULL)), where its COPY FROM stops: the sink quotes one of the two fields.
+            assert fmt.delimiter == "." and len(columns) == 2 and tables.own_round_trip_loses(rows)
+        else:
+            assert data == theirs
+
+
+@settings(max_examples=EXAMPLES["csv_options"], **SETTINGS)
+@given(data=st.data())
+def test_csv_with_any_options_postgresql_accepts_loads_back_exactly(pg, data):
+    kwargs = data.draw(csv_options(), "options")
+    quote = kwargs.get("quote", '"')
+    effective = [kwargs.get("delimiter", ","), quote, kwargs.get("escape", quote), kwargs.get("null", "")]
+    check_options_round_trip(pg, CsvFormat, "csv", kwargs, data.draw(hostile_table(effective), "table"))
+
+
+@settings(max_examples=EXAMPLES["text_options"], **SETTINGS)
+@given(data=st.data())
+def test_text_with_any_options_postgresql_accepts_loads_back_exactly(pg, data):
+    kwargs = data.draw(text_options(), "options")
+    effective = [kwargs.get("delimiter", "\t"), kwargs.get("null", "\\N")]
+    check_options_round_trip(pg, TextFormat, "text", kwargs, data.draw(hostile_table(effective), "table"))
+
+
+def test_issue_28_a_single_quote_keeps_double_quotes_as_they_are(pg):
+    """CsvFormat(quote="'") kept escape='"': a"b,c was written 'a""b,c' and PostgreSQL, whose
+    ESCAPE defaults to the QUOTE, loaded a""b,c. Now the escape is the quote."""
+    schema = pa.schema([("s", pa.string())])
+    data = encode(CsvFormat(quote="'"), schema, [{"s": 'a"b,c'}, {"s": "it's"}])
+    assert data == b"'a\"b,c'\n'it''s'\n"
+    pg.execute("CREATE TEMP TABLE issue28a (s text)")
+    try:
+        with pg.cursor() as cur:
+            with cur.copy("COPY issue28a FROM STDIN (FORMAT csv, QUOTE '''')") as copy:
+                copy.write(data)
+            assert sorted(r[0] for r in cur.execute("SELECT s FROM issue28a")) == ['a"b,c', "it's"]
+    finally:
+        pg.execute("DROP TABLE issue28a")
+
+
+def test_issue_28_a_backtick_quote_with_json_loads(pg):
+    """CsvFormat(delimiter=";", quote="`", header=True) wrote {"s":"ab`c"} so that PostgreSQL
+    refused the file ("unterminated CSV quoted field")."""
+    schema = pa.schema([("id", pa.int64()), ("doc", pa.json_(pa.string()))])
+    rows = [{"id": 1, "doc": '{"s":"ab`c"}'}, {"id": 2, "doc": '{"q":"say \\"hi\\"; ok"}'}, {"id": 3, "doc": None}]
+    data = encode(CsvFormat(delimiter=";", quote="`", header=True), schema, rows)
+    pg.execute("CREATE TEMP TABLE issue28b (id bigint, doc json)")
+    try:
+        with pg.cursor() as cur:
+            with cur.copy("COPY issue28b FROM STDIN (FORMAT csv, DELIMITER ';', QUOTE '`', HEADER)") as copy:
+                copy.write(data)
+            loaded = cur.execute("SELECT id, doc::text FROM issue28b ORDER BY id").fetchall()
+    finally:
+        pg.execute("DROP TABLE issue28b")
+    assert loaded == [(r["id"], r["doc"]) for r in rows]
+
+
+# Examples hypothesis found (against the code before issue 28's fix) and the sink's departures
+# from PostgreSQL's COPY TO, checked as the property test checks them.
+@pytest.mark.parametrize(
+    "kind, kwargs, columns, rows",
+    [
+        # a NULL string \. : PostgreSQL writes a one-column NULL as \., its end-of-data marker
+        ("csv", {"null": "\\.", "force_quote": True}, [("c0", "array")], [(None,)]),
+        # an escape CR (or LF) is fine: it only appears in quoted fields
+        ("csv", {"escape": "\r", "force_quote": True}, [("c0", "text")], [("a\rb",), ('q"\r\n',), (None,)]),
+        # a quote that array text holds, escaped by itself
+        ("csv", {"quote": "{", "force_quote": True}, [("c0", "array")], [([],), (["{a}", None],)]),
+        ("csv", {"quote": "{"}, [("c0", "array"), ("c1", "json")], [([], '{"{": [1]}'), (None, "{}")]),
+        # delimiter '.' and two columns: PostgreSQL writes the row ('\', NULL) as the line \.
+        ("csv", {"delimiter": "."}, [("a", "text"), ("b", "text")], [("\\", None), ("\\", "."), ("x", None)]),
+        ("csv", {"delimiter": ".", "null": "N"}, [("a", "text"), ("b", "text")], [("\\", ""), (None, "")]),
+        ("csv", {"delimiter": ".", "null": "\\"}, [("a", "text"), ("b", "text")], [(None, ""), ("\\", "")]),
+        # the text format: a tab value is written \t, a NULL string \t would load it as NULL
+        ("text", {"delimiter": "|", "null": "\\t"}, [("s", "text")], [("\t",), (None,)]),
+        ("text", {"delimiter": "|", "null": "\\t"}, [("s", "text")], [("\\t",), (None,)]),
+        # NULL strings the text format cannot read back
+        ("text", {"null": "x\\"}, [("s", "text")], [(None,)]),
+        ("text", {"null": "N\\.A"}, [("s", "text")], [(None,)]),
+        # an upper-case delimiter, which PostgreSQL takes in the text format
+        ("text", {"delimiter": "X", "null": "N"}, [("s", "text"), ("n", "bigint")], [("aXb", None), (None, 1)]),
+    ],
+)
+def test_found_option_combinations(pg, kind, kwargs, columns, rows):
+    check_options_round_trip(pg, CsvFormat if kind == "csv" else TextFormat, kind, kwargs, (columns, rows))
 
 
 # A value the format cannot hold -------------------------------------------------------------
