@@ -16,6 +16,7 @@ from beam_s3_sink.errors import CopyToS3Error
 from beam_s3_sink.formats import CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.messages import InitOutcome, PendingFile, UploadReport
+from beam_s3_sink.writer import WriteSettings
 
 from .beam_testing import pipeline
 from .fakes import serve
@@ -64,7 +65,12 @@ def test_merging_moves_each_file_once_per_level():
 
 def test_report_merge_keeps_the_smallest_error_whatever_the_order():
     a, b = UploadReport(error="b"), UploadReport(rows=1, error="a")
-    assert a.merge(b) == UploadReport(rows=1, error="a") and b.merge(a).error == "a"
+    fn = MergeReports()
+    for first, second in ((a, b), (b, a)):
+        accumulator = fn.add_input(fn.add_input(fn.create_accumulator(), first), second)
+        assert fn.extract_output(accumulator) == UploadReport(rows=1, error="a")
+        split = fn.merge_accumulators([fn.add_input(fn.create_accumulator(), r) for r in (first, second)])
+        assert fn.extract_output(split) == UploadReport(rows=1, error="a")
 
 
 @pytest.fixture
@@ -72,7 +78,7 @@ def complete(fake_s3, monkeypatch):
     config = serve(fake_s3, monkeypatch)
 
     def run(report, outcome=InitOutcome(guard=CONDITIONAL), fail_on_error=False):
-        fn = CompleteFn(KEYS, config, CsvFormat(header=True), SCHEMA, fail_on_error)
+        fn = CompleteFn(WriteSettings(KEYS, config, CsvFormat(header=True), SCHEMA, 2**30), fail_on_error)
         fn.setup()
         return list(fn.process(report, outcome))
 

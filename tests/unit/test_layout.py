@@ -97,13 +97,6 @@ def test_check_refuses_partitioning_every_column():
     "kwargs, says",
     [
         (dict(partition_by=("a", "a")), "repeats a column"),
-        (dict(max_open_files=0), "max_open_files"),
-        (dict(max_open_files=True), "max_open_files"),
-        (dict(max_open_files=2.0), "max_open_files"),
-        (dict(encode_threads=0), "encode_threads must be an int from 1 to 8, got 0"),
-        (dict(encode_threads=9), "encode_threads"),
-        (dict(encode_threads=True), "encode_threads"),
-        (dict(encode_threads="2"), "encode_threads"),
     ],
 )
 def test_invalid_layouts(kwargs, says):

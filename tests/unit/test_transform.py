@@ -7,17 +7,14 @@ process on the FnApiRunner) talk to it.
 
 from __future__ import annotations
 
-import io
 import json
-import threading
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from beam_s3_sink import CopyToS3, CsvFormat, S3Config
-from beam_s3_sink.transform import parse_size
+from beam_s3_sink.transform import parse_size, upload_graph
 
 from .beam_testing import collected, pipeline
 from .fakes import serve
@@ -51,7 +48,9 @@ def test_parse_size_refuses(size):
         (dict(if_exists="overwrite"), ValueError, "if_exists"),
         (dict(num_batches=0), ValueError, "num_batches must be an int from 1 to 10000"),
         (dict(partition_by=("a", "a")), ValueError, "repeats a column"),
-        (dict(encode_threads=0), ValueError, "encode_threads must be an int from 1 to 8"),
+        (dict(max_open_files=0), ValueError, "max_open_files must be a positive int"),
+        (dict(max_open_files=True), ValueError, "max_open_files must be a positive int"),
+        (dict(upload_graph="shuffled"), ValueError, "upload_graph must be one of"),
     ],
 )
 def test_bad_arguments_fail_at_construction(kwargs, error, says):
@@ -59,6 +58,44 @@ def test_bad_arguments_fail_at_construction(kwargs, error, says):
     args.update(kwargs)
     with pytest.raises(error, match=says):
         CopyToS3(args.pop("uri"), **args)
+
+
+def test_upload_graph_per_bundle_in_process_grouped_elsewhere_or_as_asked():
+    from apache_beam.runners.portability.portable_runner import PortableRunner
+
+    in_process = beam.Pipeline(runner="FnApiRunner")
+    portable = beam.Pipeline(runner=PortableRunner())
+    assert upload_graph(in_process) == upload_graph(beam.Pipeline(runner="DirectRunner")) == "per_bundle"
+    assert upload_graph(portable) == "grouped"
+    assert upload_graph(in_process, "grouped") == "grouped" and upload_graph(portable, "per_bundle") == "per_bundle"
+    assert upload_graph(in_process, num_batches=2) == upload_graph(portable, "per_bundle", 2) == "grouped"
+
+
+def _labels(p):
+    labels = []
+
+    class Visitor(beam.pipeline.PipelineVisitor):
+        def enter_composite_transform(self, node):
+            labels.append(node.full_label)
+
+        def visit_transform(self, node):
+            labels.append(node.full_label)
+
+    p.visit(Visitor())
+    return labels
+
+
+@pytest.mark.parametrize(
+    "kwargs, group",
+    [(dict(), False), (dict(upload_graph="grouped"), True), (dict(num_batches=2), True)],
+)
+def test_the_graph_has_a_group_by_key_only_when_grouped(kwargs, group):
+    p = beam.Pipeline(runner="FnApiRunner")
+    _ = p | beam.Create(ROWS) | CopyToS3("s3://bucket/p", schema=SCHEMA, s3=S3Config(), **kwargs)
+    head = "CopyToS3(s3://bucket/p)/"
+    labels = [label[len(head) :] for label in _labels(p) if label.startswith(head)]
+    assert {"Upload", "Upload/Batch", "Upload/Write", "Initialize", "Complete"} <= set(labels)
+    assert ("Upload/Group" in labels) == group
 
 
 def test_sink_id_is_made_once_when_built():
@@ -104,8 +141,9 @@ def copy(fake_s3, monkeypatch):
     return run
 
 
-def test_a_csv_copy_end_to_end(fake_s3, copy):
-    (result,) = copy(ROWS, format=CsvFormat(header=True), schema=SCHEMA, sink_id="s1")
+@pytest.mark.parametrize("graph", ["auto", "per_bundle", "grouped"])
+def test_a_csv_copy_end_to_end(fake_s3, copy, graph):
+    (result,) = copy(ROWS, format=CsvFormat(header=True), schema=SCHEMA, sink_id="s1", upload_graph=graph)
     assert result.ok and result.rows == 20 and len(result.files) == 1
     key = result.files[0].uri[len("s3://bucket/") :]
     assert fake_s3.keys() == sorted([key, "exports/_s1-manifest.json"])  # no sentinel, no claim
@@ -124,10 +162,10 @@ def test_num_batches_writes_the_same_keys_each_run(fake_s3, copy):
     assert {f.uri: fake_s3.body(f.uri[len("s3://bucket/") :]) for f in again.files} == files
 
 
-def test_a_bad_row_fails_the_copy_and_leaves_no_data(fake_s3, copy):
-    (result,) = copy(
-        ROWS + [{"id": "x", "name": "bad"}], format="csv", schema=SCHEMA, sink_id="s1", fail_on_error=False
-    )
+@pytest.mark.parametrize("graph", [dict(upload_graph="per_bundle"), dict(upload_graph="grouped"), dict(num_batches=3)])
+def test_a_bad_row_fails_the_copy_and_leaves_no_data(fake_s3, copy, graph):
+    rows = ROWS + [{"id": "x", "name": "bad"}]
+    (result,) = copy(rows, format="csv", schema=SCHEMA, sink_id="s1", fail_on_error=False, **graph)
     assert not result.ok and "column 'id' expects int64, but a row holds 'x'" in result.error
     assert fake_s3.keys() == ["exports/_s1-INCOMPLETE"] and fake_s3.uploads == {}
 
@@ -143,38 +181,3 @@ def test_a_dry_run_makes_no_request(fake_s3, copy):
     (result,) = copy(ROWS + [{"id": 1, "name": "nul\x00"}], format="csv", schema=SCHEMA, validate_only=True)
     assert result.dry_run and result.rows == 21 and result.invalid_rows == 1
     assert "NUL" in result.invalid[0] and fake_s3.calls == []
-
-
-def test_encode_threads_spread_large_arrow_input_over_that_many_files(fake_s3, copy, monkeypatch):
-    """With ``encode_threads=2`` a worker's Arrow input past ``LANES_FROM`` (made small here)
-    goes into two files at once, each encoded on its own thread; every row lands once."""
-    import beam_s3_sink.writer as writer_module
-    from beam_s3_sink.formats.parquet import ParquetEncoder
-
-    monkeypatch.setattr(writer_module, "LANES_FROM", 64 * 1024)
-    monkeypatch.setattr(writer_module, "LANE_SPLIT_FROM", 1024)
-    threads = set()
-    write = ParquetEncoder.write
-    monkeypatch.setattr(
-        ParquetEncoder,
-        "write",
-        lambda self, batch: (threads.add(threading.current_thread().name), write(self, batch))[1],
-    )
-    tables = [
-        pa.table({"id": range(i, i + 5000), "name": [f"n{j}" for j in range(i, i + 5000)]})
-        for i in range(0, 60_000, 5000)
-    ]
-    (result,) = copy(tables, schema=SCHEMA, sink_id="s1", encode_threads=2)
-    assert result.ok and result.rows == 60_000 and len(result.files) == 2, result
-    assert {name.split("_")[0] for name in threads} == {"encode-0", "encode-1"}
-
-    ids = [
-        i
-        for f in result.files
-        for i in pq.read_table(io.BytesIO(fake_s3.body(f.uri[len("s3://bucket/") :])))["id"].to_pylist()
-    ]
-    assert sorted(ids) == list(range(60_000))
-
-    fake_s3.objects.clear()
-    (one,) = copy(tables, schema=SCHEMA, sink_id="s2")  # the default: one file per worker
-    assert one.ok and one.rows == 60_000 and len(one.files) == 1

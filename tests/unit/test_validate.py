@@ -6,16 +6,18 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.testing.util import assert_that, equal_to
 
+from beam_s3_sink.config import S3Config
 from beam_s3_sink.formats import CsvFormat, ParquetFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
-from beam_s3_sink.validate import MAX_SHOWN, MergeValidation, ValidationReport
-from beam_s3_sink.validate import _ReportValidationFn as ReportValidationFn
+from beam_s3_sink.validate import MAX_SHOWN, ValidationReport, _result, merge_validation, validate_rows
 from beam_s3_sink.validate import _ValidateFn as ValidateFn
+from beam_s3_sink.writer import WriteSettings
 
 from .beam_testing import collected, pipeline
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
+KEYS = CopyKeys(S3Location("b", "p"), "s1")
 
 
 def test_merge_sums_and_keeps_the_first_few_sorted():
@@ -24,6 +26,8 @@ def test_merge_sums_and_keeps_the_first_few_sorted():
     merged = a.merge(b)
     assert (merged.rows, merged.invalid_rows) == (8, 2 + MAX_SHOWN)
     assert merged.invalid == tuple(sorted(a.invalid + b.invalid))[:MAX_SHOWN]
+    assert merge_validation([a, b]) == merged and merge_validation([b, a]) == merged
+    assert merge_validation([]) == ValidationReport()
 
 
 def check(rows, fmt=CsvFormat(), layout=Layout()):
@@ -31,8 +35,8 @@ def check(rows, fmt=CsvFormat(), layout=Layout()):
         reports = collected(
             p
             | beam.Create(rows, reshuffle=False)
-            | beam.ParDo(ValidateFn(fmt, SCHEMA, layout))
-            | beam.CombineGlobally(MergeValidation())
+            | beam.ParDo(ValidateFn(WriteSettings(KEYS, S3Config(), fmt, SCHEMA, 2**30, layout)))
+            | beam.CombineGlobally(merge_validation)
         )
     (report,) = reports
     return report
@@ -51,7 +55,8 @@ def test_partition_values_are_checked():
         [{"id": 1, "day": None}, {"id": 2, "day": 5}], fmt=ParquetFormat(), layout=Layout(partition_by=("day",))
     )
     assert (report.rows, report.invalid_rows) == (2, 1)  # NULL is the default partition; 5 is no string
-    assert "row 1: RowError: partition column 'day' expects string, but a row holds 5" in report.invalid[0]
+    # rows are converted to the schema before they are partitioned: the column's type names it
+    assert "row 1: RowError: column 'day' expects string, but a row holds 5" in report.invalid[0]
 
 
 def test_arrow_batches_are_checked_whole_then_row_by_row():
@@ -62,17 +67,21 @@ def test_arrow_batches_are_checked_whole_then_row_by_row():
 
 
 def test_the_result_of_a_dry_run():
-    keys = CopyKeys(S3Location("b", "p"), "s1")
+    result = _result(ValidationReport(10, 1, ("bundle x, row 3: bad",)), KEYS)
+    assert (result.dry_run, result.rows, result.ok, result.invalid_rows) == (True, 10, False, 1)
+    assert result.error == "dry run: 1 of 10 row(s) would fail the copy; the first: bundle x, row 3: bad"
+    assert (result.uri, result.sink_id, result.invalid) == ("s3://b/p", "s1", ("bundle x, row 3: bad",))
+    clean = _result(ValidationReport(10, 0, ()), KEYS)
+    assert clean.ok and clean.dry_run and clean.error is None and clean.rows == 10
+
+
+def test_validate_rows_in_a_pipeline_gives_one_result():
+    settings = WriteSettings(KEYS, S3Config(), CsvFormat(), SCHEMA, 2**30)
     with pipeline() as p:
         out = (
             p
-            | beam.Create([ValidationReport(10, 1, ("bundle x, row 3: bad",))])
-            | beam.ParDo(ReportValidationFn(keys))
-            | beam.Map(lambda r: (r.dry_run, r.rows, r.ok, r.error))
+            | beam.Create([{"id": 1, "day": "a"}, {"id": "x", "day": "a"}])
+            | validate_rows(settings)
+            | beam.Map(lambda r: (r.dry_run, r.rows, r.invalid_rows, r.ok))
         )
-        assert_that(
-            out,
-            equal_to(
-                [(True, 10, False, "dry run: 1 of 10 row(s) would fail the copy; the first: bundle x, row 3: bad")]
-            ),
-        )
+        assert_that(out, equal_to([(True, 2, 1, False)]))

@@ -1,10 +1,13 @@
-"""writer: FileWriter against the in-memory S3 (files, sizes, partitions, Arrow input, errors).
+"""writer: FileWriter and WriteSettings against the in-memory S3 (files, sizes, partitions,
+Arrow input, blobs, errors, memory bounds).
 
-Every test runs twice: encoding in the caller's thread, and on an encode thread (as the upload
-DoFns run it), which must not change a byte, a key or an error."""
+Every test that takes ``pool`` runs twice: encoding in the caller's thread, and on an encode
+thread (as :class:`~beam_s3_sink.upload._WriteFn` runs it), which must not change a byte, a key
+or an error."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import threading
 import time
@@ -14,15 +17,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from beam_s3_sink.batches import encode_blob
 from beam_s3_sink.config import S3Config
 from beam_s3_sink.formats import CsvFormat, ParquetFormat, TextFormat
+from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
-from beam_s3_sink.writer import ENCODE_AHEAD, FileWriter
+from beam_s3_sink.writer import ENCODE_AHEAD, FileWriter, WriteSettings
 
 from .fakes import FakeS3
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 CONFIG = S3Config()
+KEYS = CopyKeys(S3Location("bucket", "p"), "s1")
 
 
 @pytest.fixture(params=["caller", "encode-thread"])
@@ -34,12 +40,18 @@ def pool(request):
         yield executor
 
 
-def writer(fake, pool, fmt=CsvFormat(), max_file_size=2**30, layout=Layout(), schema=SCHEMA, **kwargs):
+def settings(fmt=CsvFormat(), max_file_size=2**30, layout=Layout(), schema=SCHEMA, max_open_files=16):
+    return WriteSettings(KEYS, CONFIG, fmt, schema, max_file_size, layout, max_open_files)
+
+
+def writer(
+    fake, pool, fmt=CsvFormat(), max_file_size=2**30, layout=Layout(), schema=SCHEMA, max_open_files=16, **kwargs
+):
     def name(directory, number):
         return (f"p/{directory}/" if directory else "p/") + f"file-{number:04d}.{fmt.extension}"
 
-    kwargs.setdefault("encode_pools", (pool.encode_pool,) if pool.encode_pool else ())
-    return FileWriter(fake, pool, CONFIG, fmt, schema, max_file_size, "bucket", name, layout, **kwargs)
+    kwargs.setdefault("encode_pool", pool.encode_pool)
+    return FileWriter(fake, pool, settings(fmt, max_file_size, layout, schema, max_open_files), name, **kwargs)
 
 
 def complete(fake: FakeS3, report):
@@ -120,9 +132,11 @@ def test_partitions_get_their_own_files(fake_s3, pool):
 
 def test_at_most_max_open_files(fake_s3, pool):
     schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
-    w = writer(fake_s3, pool, schema=schema, layout=Layout(partition_by=("day",), max_open_files=1))
+    # buffer_bytes=1: each batch goes to its directory's file at once (none waits)
+    layout = Layout(partition_by=("day",))
+    w = writer(fake_s3, pool, schema=schema, layout=layout, max_open_files=1, buffer_bytes=1)
     most = 0
-    for i, day in enumerate(["a", "b", "a", "b"]):  # batches go to their file at once
+    for i, day in enumerate(["a", "b", "a", "b"]):
         w.add_batch(pa.record_batch({"id": [i], "day": [day]}, schema=schema))
         most = max(most, w.open_files)
     bodies = complete(fake_s3, w.finish())
@@ -139,7 +153,7 @@ def test_arrow_batches_are_conformed_and_written(fake_s3, pool):
     w = writer(fake_s3, pool)
     w.add({"id": 1, "name": "row"})
     w.add(pa.record_batch({"name": ["t"], "id": pa.array([2], pa.int32())}))
-    w.add_arrow(pa.table({"id": [3]}))  # a missing nullable column is NULL
+    w.add(pa.table({"id": [3]}))  # a missing nullable column is NULL
     assert complete(fake_s3, w.finish()) == {"p/file-0001.csv": b"1,row\n2,t\n3,\n"}
 
 
@@ -165,9 +179,13 @@ def test_a_bad_row_fails_the_writer_and_leaves_nothing(fake_s3, pool):
 
 def test_a_batch_that_does_not_fit_is_named(fake_s3, pool):
     w = writer(fake_s3, pool)
-    w.add_arrow(pa.table({"id": ["x"]}), source="orders.parquet")
+    w.add(pa.table({"id": ["x"]}))
     report = w.finish()
-    assert "column 'id' is int64 in the copy's schema, but orders.parquet holds string" in report.error
+    assert (
+        "column 'id' is int64 in the copy's schema, but a pyarrow.Table of 1 rows with columns ['id'] holds string"
+        in report.error
+    )
+    assert report.files == () and fake_s3.uploads == {}
 
 
 def test_a_refused_upload_is_the_error(fake_s3, pool):
@@ -205,25 +223,56 @@ def test_nested_uuids_reach_a_parquet_file(fake_s3, pool):
     assert pq.read_table(io.BytesIO(body)).to_pylist() == [{"id": 1, "keys": [str(u), None]}]  # compatible: text
 
 
-def test_add_rows_writes_what_add_writes(fake_s3, pool):
+def test_rows_batches_and_blobs_write_the_same_files(fake_s3, pool):
+    """The same rows make the same files whether they come one by one, as record batches
+    (what a fused ``Batch`` step hands over) or as ZSTD blobs (what a ``GroupByKey`` does)."""
     rows = [{"id": i, "name": f"n{i}"} for i in range(300)]
-    one, many = writer(fake_s3, pool, max_file_size=1000), writer(fake_s3, pool, max_file_size=1000)
+    batches = [pa.RecordBatch.from_pylist(rows[i : i + 40], schema=SCHEMA) for i in range(0, 300, 40)]
+    one, many, blobs = (writer(fake_s3, pool, max_file_size=1000) for _ in range(3))
     for row in rows:
         one.add(row)
-    many.add_rows(rows[:100])
-    many.add_rows(rows[100:])
-    first, second = complete(fake_s3, one.finish()), complete(fake_s3, many.finish())
-    assert list(first.values()) == list(second.values()) and len(first) > 2
+    for batch in batches:
+        many.add_batch(batch)
+    blobs.add_blob(encode_blob(batches[:2], SCHEMA))
+    blobs.add_blob(encode_blob(batches[2:], SCHEMA, None))
+    first, second, third = (complete(fake_s3, w.finish()) for w in (one, many, blobs))
+    assert list(first.values()) == list(second.values()) == list(third.values()) and len(first) > 2
 
 
-def test_add_rows_takes_beam_rows_batches_and_partitions(fake_s3, pool):
+def test_add_takes_dicts_beam_rows_batches_and_partitions(fake_s3, pool):
     import apache_beam as beam
 
     schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
     w = writer(fake_s3, pool, schema=schema, layout=Layout(partition_by=("day",)))
-    w.add_rows([{"id": 1, "day": "a"}, beam.Row(id=2, day="b"), pa.record_batch({"id": [3], "day": ["a"]})])
+    for element in [{"id": 1, "day": "a"}, beam.Row(id=2, day="b"), pa.record_batch({"id": [3], "day": ["a"]})]:
+        w.add(element)
     bodies = complete(fake_s3, w.finish())
     assert bodies == {"p/day=a/file-0001.csv": b"1\n3\n", "p/day=b/file-0001.csv": b"2\n"}
+
+
+def test_an_error_blob_fails_the_writer_with_its_message(fake_s3, pool):
+    from beam_s3_sink.batches import _ERROR
+
+    w = writer(fake_s3, pool, max_file_size=10)
+    w.add_blob(encode_blob([pa.record_batch({"id": [1, 2], "name": ["abcdef", "ghijkl"]}, schema=SCHEMA)], SCHEMA))
+    w.add_blob(_ERROR + "column 'id' expects int64, but a row holds 'x'".encode())
+    w.add_blob(encode_blob([pa.record_batch({"id": [3], "name": ["later"]}, schema=SCHEMA)], SCHEMA))
+    report = w.finish()
+    assert report.files == () and report.rows == 0
+    assert "column 'id' expects int64, but a row holds 'x'" in report.error
+    assert "(while writing s3://bucket/p/file-" in report.error and "nothing was made visible" in report.error
+    # The file open at the error is aborted; the one closed before it stays pending (invisible)
+    # until completion aborts every pending upload of the failed copy (test_completion).
+    assert fake_s3.keys() == [] and sorted(u.key for u in fake_s3.uploads.values()) == ["p/file-0001.csv"]
+
+
+def test_a_damaged_blob_fails_the_writer(fake_s3, pool):
+    blob = encode_blob([pa.record_batch({"id": [1], "name": ["a"]}, schema=SCHEMA)], SCHEMA)
+    w = writer(fake_s3, pool)
+    w.add_blob(blob[: len(blob) // 2])
+    report = w.finish()
+    assert report.error is not None and "nothing was made visible" in report.error
+    assert report.files == () and fake_s3.uploads == {}
 
 
 def test_the_encode_thread_encodes_and_the_caller_reports(fake_s3):
@@ -278,45 +327,6 @@ def test_the_encode_thread_encodes_and_the_caller_reports(fake_s3):
     assert reported_in == {"caller", "MainThread"}  # finish() ran in this thread
 
 
-def test_row_batches_encode_on_the_thread_only_to_finish_a_row_group(fake_s3):
-    """The row buffer's batches that the Parquet encoder only holds are written in the
-    caller's thread (no hand-off per batch); a batch that completes a row group is encoded on
-    the encode thread; the file holds every row in order. (The first batch opens the file,
-    on the thread, before there is an encoder to ask.)"""
-    writes = []
-
-    class Recording(ParquetFormat):
-        def open(self, schema, out, max_file_size):
-            encoder = super().open(schema, out, max_file_size)
-            write = encoder.write
-
-            def recorded(batch):
-                writes.append((threading.current_thread().name.split("_")[0], encoder.buffers(batch)))
-                return write(batch)
-
-            encoder.write = recorded
-            return encoder
-
-    with ThreadPoolExecutor(2) as parts, ThreadPoolExecutor(1, thread_name_prefix="encode") as encode:
-        parts.encode_pool = encode
-        w = writer(fake_s3, parts, fmt=Recording(row_group_size=16 * 1024), buffer_bytes=4096)
-        rows = [{"id": i, "name": f"name-{i}"} for i in range(20_000)]
-        w.add_rows(rows[:10_000])
-        for i, row in enumerate(rows[10_000:]):
-            w.add(row)
-            if i % 20 == 0:  # let the encode thread go idle, however loaded the machine is
-                encode.submit(lambda: None).result()
-        report = w.finish()
-    assert report.error is None and report.rows == 20_000
-    threads = {buffered: {name for name, b in writes[1:] if b == buffered} for buffered in (True, False)}
-    # Batches that queued behind a row group while it was encoded are written on the thread too;
-    # those that came while it was idle, in the caller's.
-    assert "MainThread" in threads[True] and threads[False] == {"encode"}, writes[:5]
-    (body,) = complete(fake_s3, report).values()
-    table = pq.read_table(io.BytesIO(body))
-    assert table.to_pylist() == rows and pq.read_metadata(io.BytesIO(body)).num_row_groups > 3
-
-
 def test_an_encode_error_on_the_thread_stops_later_batches(fake_s3, pool):
     w = writer(fake_s3, pool, fmt=TextFormat(null="x"))
     w.add_batch(pa.record_batch({"id": [1], "name": ["ok"]}, schema=SCHEMA))
@@ -328,126 +338,27 @@ def test_an_encode_error_on_the_thread_stops_later_batches(fake_s3, pool):
     assert fake_s3.uploads == {}  # aborted, once the thread was idle
 
 
-# lanes: large Arrow input encoded into two files at once -------------------------------------
-LANE_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+def test_partitioned_rows_waiting_for_their_file_stay_bounded(fake_s3, pool):
+    """With many partitions, the rows waiting for their directory's file never exceed
+    ``max_open_files`` buffers, and at most ``max_open_files`` files are open; every row lands."""
+    schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
+    w = writer(fake_s3, pool, schema=schema, layout=Layout(partition_by=("day",)), max_open_files=2, buffer_bytes=256)
+    most_waiting = most_open = 0
+    for start in range(0, 2000, 100):
+        ids = list(range(start, start + 100))
+        w.add_batch(pa.record_batch({"id": ids, "day": [f"d{i % 7}" for i in ids]}, schema=schema))
+        most_waiting = max(most_waiting, w._waiting_bytes)
+        most_open = max(most_open, w.open_files)
+    bodies = complete(fake_s3, w.finish())
+    assert most_waiting <= 2 * 256 and most_open <= 2
+    assert sorted(int(line) for body in bodies.values() for line in body.split()) == list(range(2000))
+    assert {key.split("/")[1] for key in bodies} == {f"day=d{n}" for n in range(7)}
 
 
-def _lane_batches(count: int, rows: int = 1000):
-    return [
-        pa.record_batch(
-            {"id": list(range(i * rows, (i + 1) * rows)), "name": [f"n{j}" for j in range(rows)]},
-            schema=LANE_SCHEMA,
-        )
-        for i in range(count)
-    ]
-
-
-@pytest.fixture
-def lanes(monkeypatch):
-    """Two encode threads, and lanes that start after 3 batches' bytes and split every batch."""
-    import beam_s3_sink.writer as writer_module
-
-    size = _lane_batches(1)[0].nbytes
-    monkeypatch.setattr(writer_module, "LANES_FROM", 3 * size)
-    monkeypatch.setattr(writer_module, "LANE_SPLIT_FROM", size // 2)
-    with ThreadPoolExecutor(2) as parts:
-        pools = tuple(ThreadPoolExecutor(1, thread_name_prefix=f"lane-{n}") for n in range(2))
-        parts.encode_pool = None
-        parts.lanes = pools
-        yield parts
-        for p in pools:
-            p.shutdown()
-
-
-class _ThreadRecording(ParquetFormat):
-    """Parquet, recording which thread encoded each batch, per file (by the encoder's id)."""
-
-    def __init__(self, seen):
-        super().__init__()
-        object.__setattr__(self, "_seen", seen)
-
-    def open(self, schema, out, max_file_size):
-        encoder = super().open(schema, out, max_file_size)
-        write, seen = encoder.write, self._seen
-
-        def recorded(batch):
-            seen.setdefault(id(encoder), set()).add(threading.current_thread().name.split("_")[0])
-            return write(batch)
-
-        encoder.write = recorded
-        return encoder
-
-
-def test_large_arrow_input_is_encoded_into_two_files_on_two_threads(fake_s3, lanes):
-    seen = {}
-    w = writer(fake_s3, lanes, fmt=_ThreadRecording(seen), encode_pools=lanes.lanes)
-    batches = _lane_batches(12)
-    for batch in batches:
-        w.add_batch(batch)
-    report = w.finish()
-    assert report.error is None and report.rows == 12_000
-    bodies = complete(fake_s3, report)
-    assert sorted(bodies) == ["p/file-0001.parquet", "p/file-0002.parquet"]
-    first = pq.read_table(io.BytesIO(bodies["p/file-0001.parquet"]))["id"].to_pylist()
-    second = pq.read_table(io.BytesIO(bodies["p/file-0002.parquet"]))["id"].to_pylist()
-    # The first three batches go to lane 0 whole; then each lane takes half of every batch.
-    assert first == list(range(3000)) + [i for b in range(3, 12) for i in range(b * 1000, b * 1000 + 500)]
-    assert second == [i for b in range(3, 12) for i in range(b * 1000 + 500, (b + 1) * 1000)]
-    assert sorted(seen.values(), key=sorted) == [{"lane-0"}, {"lane-1"}]  # one thread per file
-    assert [f.rows for f in sorted(report.files, key=lambda f: f.key)] == [7500, 4500]
-
-
-def test_lanes_make_the_same_files_from_the_same_input(lanes):
-    """Sizes and order decide the lane, never timing: a rerun writes the same files (the lanes
-    number the files they open in turn, so which full file gets which number may differ)."""
-    runs = []
-    for _ in range(2):
-        fake = FakeS3()
-        w = writer(fake, lanes, fmt=ParquetFormat(), max_file_size=40_000, encode_pools=lanes.lanes)
-        for batch in _lane_batches(12):
-            w.add_batch(batch)
-        runs.append(complete(fake, w.finish()))
-    assert sorted(runs[0].values()) == sorted(runs[1].values()) and len(runs[0]) > 2
-    names = sorted(runs[0])  # full files roll over to the directory's next number, whatever the lane
-    assert names == [f"p/file-{n:04d}.parquet" for n in range(1, len(names) + 1)]
-    assert sorted(i for body in runs[0].values() for i in pq.read_table(io.BytesIO(body))["id"].to_pylist()) == list(
-        range(12_000)
-    )
-
-
-def test_small_arrow_input_rows_and_partitions_use_one_lane(fake_s3, lanes):
-    w = writer(fake_s3, lanes, encode_pools=lanes.lanes)
-    for batch in _lane_batches(3):  # under LANES_FROM
-        w.add_batch(batch)
-    assert len(w.finish().files) == 1
-
-    fake = FakeS3()
-    w = writer(fake, lanes, encode_pools=lanes.lanes)
-    for batch in _lane_batches(30, rows=300):  # each under LANE_SPLIT_FROM
-        w.add_batch(batch)
-    assert len(w.finish().files) == 1
-
-    fake = FakeS3()
-    w = writer(fake, lanes, encode_pools=lanes.lanes)
-    w.add_rows([row for batch in _lane_batches(12) for row in batch.to_pylist()])  # rows never take a lane
-    assert len(w.finish().files) == 1
-
-    fake = FakeS3()
-    w = writer(fake, lanes, encode_pools=lanes.lanes, layout=Layout(max_open_files=1))  # one file at a time
-    for batch in _lane_batches(12):
-        w.add_batch(batch)
-    assert len(w.finish().files) == 1
-
-
-def test_an_encode_error_in_the_second_lane_makes_nothing_visible(fake_s3, lanes):
-    w = writer(fake_s3, lanes, fmt=TextFormat(null="bad!"), encode_pools=lanes.lanes)
-    batches = _lane_batches(12)
-    bad = pa.record_batch({"id": [-1], "name": ["bad!"]}, schema=LANE_SCHEMA)  # cannot be encoded
-    for i, batch in enumerate(batches):
-        if i == 4:  # in the half that lane 1 encodes
-            batch = pa.Table.from_batches([batch, bad]).combine_chunks().to_batches()[0]
-        w.add_batch(batch)
-    report = w.finish()
-    assert "column 'name' (string), value 'bad!'" in report.error and report.files == ()
-    assert "file-0002" in report.error  # lane 1's file
-    assert fake_s3.uploads == {}  # both lanes' uploads aborted, once their threads were idle
+def test_write_settings_are_frozen_and_check_max_open_files():
+    assert settings().max_open_files == 16 and settings().layout == Layout()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings().max_file_size = 1  # type: ignore[misc]
+    for bad in (0, -1, True, 2.0, "2"):
+        with pytest.raises(ValueError, match="max_open_files must be a positive int"):
+            settings(max_open_files=bad)
