@@ -10,7 +10,7 @@ import json
 from typing import Any, Dict
 
 from .results import CopiedFile, CopyToResult
-from .stats import stats_from_json, stats_json
+from .formats.stats import stats_from_json, stats_json
 
 __all__ = ["manifest_json", "result_from_manifest"]
 

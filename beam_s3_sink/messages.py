@@ -23,7 +23,7 @@ class PendingFile:
     rows: int
     bytes: int
     part_checksums: Tuple[str, ...] = ()  # S3's checksum of each part, when parts carry one
-    stats: Tuple[Any, ...] = ()  # per column: ColumnStats (beam_s3_sink.stats), for CopiedFile
+    stats: Tuple[Any, ...] = ()  # per column: ColumnStats (beam_s3_sink.formats.stats), for CopiedFile
 
 
 @dataclass(frozen=True)

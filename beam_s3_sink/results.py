@@ -17,7 +17,7 @@ class CopiedFile:
     uri: str
     rows: int
     bytes: int
-    # Per column: null count, min, max (beam_s3_sink.stats.ColumnStats), as in the manifest.
+    # Per column: null count, min, max (beam_s3_sink.formats.stats.ColumnStats), as in the manifest.
     stats: Tuple[Any, ...] = ()
 
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from beam_s3_sink import CsvFormat
-from beam_s3_sink.stats import ColumnStats
+from beam_s3_sink.formats.stats import ColumnStats
 from helpers import get_bytes, read_manifest, run_copy
 
 SCHEMA = pa.schema(

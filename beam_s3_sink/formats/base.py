@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 from ..errors import EncodeError
 
 if TYPE_CHECKING:
-    from ..stats import ColumnStats
+    from .stats import ColumnStats
 
 __all__ = ["Format", "FileEncoder", "OutputStream", "KeepOpen", "ENCODE_ERRORS", "uuid_text"]
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..stats import ColumnStats, StatsCounter
+from .stats import ColumnStats, StatsCounter
 from .base import FileEncoder, KeepOpen, OutputStream
 
 __all__ = [
