@@ -17,6 +17,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import venv
@@ -432,3 +433,215 @@ def test_progress_line_shows_percent_rate_and_time_left_against_the_total(tmp_pa
         counter.flush()
         clock.sleep(0.5)
     assert "progress: 50% (5.00 kB of 10.0 kB, 260 rows)" in out.getvalue(), out.getvalue()
+
+
+# -- the layout flags and --row_group_bytes (issue 28): real runs against moto ------------------
+def manifest_rows(s3_client, bucket: str, key: str) -> dict:
+    """The manifest's data files: s3:// URL -> rows."""
+    return {e["url"]: e["meta"]["record_count"] for e in read_manifest(s3_client, bucket, key)["entries"]}
+
+
+def parquet_meta(s3_client, bucket: str, key: str) -> pq.FileMetaData:
+    return pq.ParquetFile(io.BytesIO(get_bytes(s3_client, bucket, key))).metadata
+
+
+@pytest.mark.parametrize("source", ["generate", "parquet"])
+def test_row_group_bytes_bounds_the_encoded_row_groups(s3_endpoint, s3_client, bucket, tmp_path, source):
+    """``--row_group_bytes 64KiB``: row groups of about 64 KiB as stored (compressed), whatever
+    their rows; from rows (generate) and from one Parquet row group of 100,000 rows."""
+    target, limit = 64 * 1024, 2**20
+    if source == "generate":
+        args, rows = ["--source", "generate:60000"], 60000
+    else:
+        rows = 100_000
+        table = pa.table(
+            {
+                "id": pa.array(range(rows), pa.int64()),
+                "name": [f"name {i * 7919 % 100_003}" for i in range(rows)],
+                "value": [i * 0.37 for i in range(rows)],
+            }
+        )
+        pq.write_table(table, tmp_path / "big.parquet", row_group_size=rows)
+        args = ["--source", str(tmp_path / "big.parquet")]
+    completed = cli(
+        s3_endpoint,
+        *args,
+        "--output",
+        f"s3://{bucket}/rg",
+        "--row_group_bytes",
+        "64KiB",
+        "--max_file_size",
+        "1MiB",
+    )
+    assert completed.returncode == 0, completed.stderr
+    sizes = list_objects(s3_client, bucket, "rg/")
+    groups = []  # (rows, encoded bytes) of every row group of every file
+    for key in data_keys(s3_client, bucket, "rg/"):
+        meta = parquet_meta(s3_client, bucket, key)
+        these = [
+            (
+                meta.row_group(i).num_rows,
+                sum(meta.row_group(i).column(c).total_compressed_size for c in range(meta.num_columns)),
+            )
+            for i in range(meta.num_row_groups)
+        ]
+        assert sizes[key] <= limit + max(size for _, size in these), (key, sizes[key])
+        groups += these
+    encoded = sorted(size for _, size in groups)
+    assert sum(n for n, _ in groups) == rows and len(groups) >= 10, groups
+    assert encoded[-1] <= target * 1.25, f"a row group is {encoded[-1]:,} bytes, past 64 KiB: {groups}"
+    assert encoded[len(encoded) // 2] >= target * 0.75, f"row groups well under 64 KiB: {groups}"
+    assert max(n for n, _ in groups) < 20_000, "64KiB is bytes, not 65,536 rows"
+
+
+def test_row_group_size_the_old_spelling_fails_naming_the_new_flag(s3_endpoint, s3_client, bucket):
+    completed = cli(s3_endpoint, "--source", "generate:10", "--output", f"s3://{bucket}/p", "--row_group_size", "10000")
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    line = error_line(completed)
+    assert "--row_group_size is gone" in line and "--row_group_bytes SIZE" in line, line
+    assert list_objects(s3_client, bucket) == {}
+
+
+def partition_rows(n: int) -> list:
+    regions = ("north", "south", "north/east")
+    return [
+        {"id": i, "day": datetime.date(2026, 1, 1 + i % 2), "region": regions[i % 3], "amount": i * 1.5}
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["columns-in-path", "keep_partition_columns"])
+def test_partition_by_writes_hive_directories(s3_endpoint, s3_client, bucket, tmp_path, keep):
+    rows = partition_rows(600)
+    with open(tmp_path / "in.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "day", "region", "amount"])
+        writer.writerows([r["id"], r["day"].isoformat(), r["region"], r["amount"]] for r in rows)
+    completed = cli(
+        s3_endpoint,
+        "--source",
+        str(tmp_path / "in.csv"),
+        "--schema",
+        "id:int64!,day:date32,region:string,amount:float64",
+        "--output",
+        f"s3://{bucket}/hive",
+        "--partition_by",
+        "day,region",
+        *(["--keep_partition_columns"] if keep else []),
+        "--sink_id",
+        "parts",
+    )
+    assert completed.returncode == 0, completed.stderr
+    found = {}  # (day, region) as the path says -> ids in its files
+    for key in data_keys(s3_client, bucket, "hive/"):
+        match = re.fullmatch(r"hive/day=([\d-]+)/region=([^/]+)/parts-[0-9a-f]{16}-\d{4}\.parquet", key)
+        assert match, key
+        day, region = match.group(1), match.group(2).replace("%2F", "/")
+        table = read_parquet(s3_client, bucket, key)
+        if keep:
+            assert table.column_names == ["id", "day", "region", "amount"]
+            assert set(table.column("day").to_pylist()) == {datetime.date.fromisoformat(day)}
+            assert set(table.column("region").to_pylist()) == {region}
+        else:
+            assert table.column_names == ["id", "amount"], "the partition columns are in the path only"
+        found.setdefault((day, region), set()).update(table.column("id").to_pylist())
+    expected = {}
+    for r in rows:
+        expected.setdefault((r["day"].isoformat(), r["region"]), set()).add(r["id"])
+    assert found == expected, "six directories, each with exactly its rows ('/' escaped as %2F)"
+    manifest = manifest_rows(s3_client, bucket, "hive/_parts-manifest.json")
+    assert sum(manifest.values()) == 600 and any("/region=north%2Feast/" in url for url in manifest)
+
+
+def batch_ids(s3_client, bucket: str, prefix: str, sink_id: str) -> dict:
+    """batch number -> (order ids, file numbers) of a --num_batches copy's files."""
+    batches: dict = {}
+    for key in data_keys(s3_client, bucket, prefix):
+        match = re.fullmatch(rf"{re.escape(prefix)}{sink_id}-batch-(\d{{4}})-(\d{{4}})\.parquet", key)
+        if match:
+            ids, files = batches.setdefault(int(match.group(1)), (set(), set()))
+            ids.update(read_parquet(s3_client, bucket, key).column("order_id").to_pylist())
+            files.add(int(match.group(2)))
+    return batches
+
+
+def test_num_batches_files_per_batch_and_if_exists_append_keeps_what_is_there(s3_endpoint, s3_client, bucket):
+    args = ["--source", "generate:30000", "--output", f"s3://{bucket}/batches", "--num_batches", "3"]
+    first = cli(s3_endpoint, *args, "--max_file_size", "256KiB", "--sink_id", "first")
+    assert first.returncode == 0, first.stderr
+    batches = batch_ids(s3_client, bucket, "batches/", "first")
+    assert sorted(batches) == [0, 1, 2], "files ID-batch-<bbbb>-<nnnn>, one batch per number"
+    assert sorted(len(ids) for ids, _ in batches.values())[0] > 5000, "a hash spreads the rows"
+    assert set().union(*(ids for ids, _ in batches.values())) == set(range(30000))
+    assert all(files == set(range(1, len(files) + 1)) for _, files in batches.values())
+    assert any(len(files) >= 2 for _, files in batches.values()), "a batch starts a new file past 256KiB"
+    before = list_objects(s3_client, bucket, "batches/")
+
+    again = cli(s3_endpoint, *args, "--if_exists", "append", "--sink_id", "second")
+    assert again.returncode == 0, again.stderr
+    after = list_objects(s3_client, bucket, "batches/")
+    assert {k: after.get(k) for k in before} == before, "append keeps every object that was there"
+    second = batch_ids(s3_client, bucket, "batches/", "second")
+    assert {b: ids for b, (ids, _) in second.items()} == {b: ids for b, (ids, _) in batches.items()}, (
+        "the same data puts the same rows in the same batches"
+    )
+    assert sum(manifest_rows(s3_client, bucket, "batches/_second-manifest.json").values()) == 30000
+
+
+def test_if_exists_error_refuses_and_replace_removes_the_old_objects_after_commit(s3_endpoint, s3_client, bucket):
+    out = ["--output", f"s3://{bucket}/p"]
+    assert cli(s3_endpoint, "--source", "generate:500", *out, "--sink_id", "old").returncode == 0
+    s3_client.put_object(Bucket=bucket, Key="p/notes/readme.txt", Body=b"not a copy's")
+    old = list_objects(s3_client, bucket, "p/")
+
+    refused = cli(s3_endpoint, "--source", "generate:100", *out, "--sink_id", "new")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    line = error_line(refused)
+    assert f"s3://{bucket}/p is not empty: {len(old)} object(s) that copy 'new' did not write" in line, line
+    assert "Copy 'old' has committed there" in line and "--if_exists append or replace" in line, line
+    assert list_objects(s3_client, bucket, "p/") == old, "refused: nothing written"
+
+    s3_client.put_object(Bucket=bucket, Key="in/a.jsonl", Body=jsonl(expected_rows(50)))
+    s3_client.put_object(Bucket=bucket, Key="in/z.jsonl", Body=b'{"id": 1, "surprise": true}\n')
+    source = ["--source", f"s3://{bucket}/in/*.jsonl", "--schema", SCHEMA]
+    failed = cli(s3_endpoint, *source, *out, "--if_exists", "replace", "--sink_id", "failed")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    left = list_objects(s3_client, bucket, "p/")
+    assert {k: left.get(k) for k in old} == old, "a replace that fails leaves the old objects in place"
+    # The read failed before CopyToS3's completion step ran, so, as for a killed copy, its
+    # sentinel and the path's claim stay until --abort removes them (nothing else).
+    assert cli(s3_endpoint, "--abort", "failed", *out).returncode == 0
+    assert list_objects(s3_client, bucket, "p/") == old
+
+    replaced = cli(s3_endpoint, "--source", "generate:100", *out, "--sink_id", "new", "--if_exists", "replace")
+    assert replaced.returncode == 0, replaced.stderr
+    now = list_objects(s3_client, bucket, "p/")
+    assert all(k.startswith(("p/new-", "p/_new-manifest.json")) for k in now), sorted(now)
+    assert sum(manifest_rows(s3_client, bucket, "p/_new-manifest.json").values()) == 100
+
+
+def test_the_partitioned_example_of_the_docs_writes_the_files_it_shows(s3_endpoint, s3_client, bucket):
+    """docs/cli.md, "Partitions, batches and a path that is not empty": its command, run against
+    moto, writes the files (and rows) its output lists."""
+    with open(os.path.join(ROOT, "docs", "cli.md"), encoding="utf-8") as f:
+        text = f.read()
+    part = text[text.index("## Partitions, batches and a path that is not empty") :]
+    block = re.search(r"^```sh\n(.*?)^```$", part, re.M | re.S).group(1)
+    command, shown = "", []
+    for line in block.splitlines():
+        if line.startswith("$ ") or command.endswith("\\"):
+            command = command.rstrip("\\") + " " + line.lstrip("$ ").strip()
+        else:
+            shown.append(line)
+    args = shlex.split(command.replace("s3://my-bucket/", f"s3://{bucket}/my-bucket/"))
+    assert args[0] == "beam-s3-copy", args
+    args[args.index("--s3_endpoint_url") : args.index("--s3_endpoint_url") + 2] = []  # cli() adds moto's
+    completed = cli(s3_endpoint, *args[1:])
+    assert completed.returncode == 0, completed.stderr
+    files = manifest_rows(s3_client, bucket, "my-bucket/exports/orders/_nightly-manifest.json")
+    listed = re.findall(r"^\s+([\d,]+) rows\s+[\d,]+ B  (s3://\S+)$", "\n".join(shown), re.M)
+    assert len(listed) >= 5, shown
+    for rows, url in listed:
+        assert files[url.replace("s3://my-bucket/", f"s3://{bucket}/my-bucket/")] == int(rows.replace(",", ""))
+    table = summary(completed.stdout)
+    assert f"  files     {table['files']}" in shown and f"  rows      {table['rows']}" in shown
