@@ -5,7 +5,10 @@ Each source kind (CSV, JSON Lines, Parquet, generate; local and s3://) and each 
 package has today (parquet, csv) is copied, and the exit code, the summary and the objects are
 checked; bad flags, an unreadable source and a schema that does not fit the data exit with 2
 and one line, with nothing written. The last test builds the sdist the way Beam's stager does
-for ``--setup_file``, installs it into a fresh virtual environment and copies with it.
+for ``--setup_file``, installs it into a fresh virtual environment and copies with it. The
+layout flags (``--partition_by``, ``--keep_partition_columns``, ``--num_batches``,
+``--if_exists``) and ``--row_group_bytes`` each copy for real, and the objects that land (keys,
+columns, rows, row groups' encoded bytes) are read back.
 """
 
 from __future__ import annotations
