@@ -293,8 +293,8 @@ def _one_window(pcoll: PCollection, what: str, label: str = "InGlobalWindow") ->
         raise CopyToS3Error(
             f"CopyToS3: the {what} PCollection of {producer!r} is unbounded (a stream). CopyToS3 "
             "copies bounded PCollections, in any windowing; streaming copies are not supported "
-            "yet. Read a bounded source (or bound this one, e.g. PeriodicImpulse with a stop "
-            "timestamp), or run the pipeline in batch mode."
+            "yet. Read a bounded source instead (PeriodicImpulse is unbounded even with a stop "
+            "timestamp, and running in batch mode does not bound a stream)."
         )
     if isinstance(pcoll.windowing.windowfn, GlobalWindows) and pcoll.windowing.is_default():
         return pcoll
