@@ -265,7 +265,6 @@ LINEITEM_CASES = [
     "read_batched",
     "beam_batched",
     "copy_batches",
-    "copy_batches_2t",
     "copy_rows",
     "cli",
 ]
@@ -275,7 +274,6 @@ LINEITEM_LABELS = {
     "read_batched": "Beam ReadFromParquetBatched -> Count (the read alone)",
     "beam_batched": "Beam ReadFromParquetBatched -> WriteToParquetBatched",
     "copy_batches": "CopyToS3, batches from ReadFromParquetBatched",
-    "copy_batches_2t": "CopyToS3 encode_threads=2, batches from ReadFromParquetBatched",
     "copy_rows": "CopyToS3, rows from ReadFromParquet",
     "cli": "beam-s3-copy --source lineitem.parquet (python -m beam_s3_sink.cli)",
 }
@@ -424,9 +422,8 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
                 | beam.io.ReadFromParquetBatched(path)
                 | beam.io.WriteToParquetBatched(f"s3://{bucket}/{prefix}/part", schema, file_name_suffix=".parquet")
             )
-        elif case in ("copy_batches", "copy_batches_2t"):
-            threads = 2 if case == "copy_batches_2t" else 1
-            copy = CopyToS3(f"s3://{bucket}/{prefix}", schema=schema, s3=config, encode_threads=threads)
+        elif case == "copy_batches":
+            copy = CopyToS3(f"s3://{bucket}/{prefix}", schema=schema, s3=config)
             p | beam.io.ReadFromParquetBatched(path) | copy
         elif case == "copy_rows":
             p | beam.io.ReadFromParquet(path) | CopyToS3(f"s3://{bucket}/{prefix}", schema=schema, s3=config)
@@ -573,7 +570,6 @@ def lineitem_main(args: argparse.Namespace) -> int:
         targets = [
             ("copy_batches", "write_dataset", "CopyToS3 batches / write_dataset", 1.25),
             ("copy_batches", "beam_batched", "CopyToS3 batches / WriteToParquetBatched", 0.4),
-            ("copy_batches_2t", "write_dataset", "CopyToS3 encode_threads=2 / write_dataset", 1.25),
             ("cli", "duckdb", "CLI / DuckDB COPY", 1.5),
         ]
         for a, b, label, target in targets:

@@ -106,3 +106,97 @@ def read_parquet(client, bucket: str, key: str) -> pa.Table:
 
 def data_keys(client, bucket: str, prefix: str) -> List[str]:
     return sorted(k for k in list_objects(client, bucket, prefix) if not k.rsplit("/", 1)[-1].startswith("_"))
+
+
+# The upload and completion steps' DoFns, driven as a runner drives them ---------------------------
+def shard_numbers(rows: Sequence[Any], schema: pa.Schema, num_shards: int) -> List[int]:
+    """The ``num_batches`` shard of each row, each row hashed alone (``batches.split_by_shard``)."""
+    from beam_s3_sink.batches import split_by_shard
+    from beam_s3_sink.schema import rows_to_batch
+
+    return [split_by_shard(rows_to_batch([row], schema), num_shards)[0][0] for row in rows]
+
+
+def write_settings(
+    keys: Any, config: Any, fmt: Any, schema: pa.Schema, max_file_size: int = 256 * 2**20, **kwargs: Any
+):
+    """The ``WriteSettings`` of a copy (``layout``, ``max_open_files`` as keywords)."""
+    from beam_s3_sink.writer import WriteSettings
+
+    return WriteSettings(keys, config, fmt, schema, max_file_size, **kwargs)
+
+
+def write_bundle(settings: Any, rows: Sequence[Any], init: Any = None) -> Any:
+    """One bundle of ``rows`` through the ``per_bundle`` graph (``_BatchFn`` fused with
+    ``_WriteFn``): the bundle's ``UploadReport``, or None when it emitted none."""
+    from beam_s3_sink.batches import _BatchFn
+    from beam_s3_sink.messages import InitOutcome
+    from beam_s3_sink.upload import _WriteFn
+
+    init = init if init is not None else InitOutcome()
+    batch, write = _BatchFn(settings.schema, grouped=False), _WriteFn(settings, grouped=False)
+    batch.setup()
+    write.setup()
+    try:
+        batch.start_bundle()
+        write.start_bundle()
+        for row in rows:
+            for pair in batch.process(row):
+                assert list(write.process(pair, init)) == []  # a generator: it runs when iterated
+        for windowed in batch.finish_bundle():
+            assert list(write.process(windowed.value, init)) == []
+        reports = [w.value for w in write.finish_bundle()]
+    finally:
+        write.teardown()
+    assert len(reports) <= 1
+    return reports[0] if reports else None
+
+
+def batch_bundles(fn: Any, bundles: Sequence[Sequence[Any]]) -> List[Tuple[Any, bytes]]:
+    """Run a set-up ``_BatchFn`` over bundles of rows, as a runner would; every (key, blob)."""
+    out: List[Tuple[Any, bytes]] = []
+    for rows in bundles:
+        fn.start_bundle()
+        for row in rows:
+            out.extend(fn.process(row))
+        out.extend(w.value for w in fn.finish_bundle())
+    return out
+
+
+def group_blobs(pairs: Sequence[Tuple[Any, bytes]]) -> Dict[Any, List[bytes]]:
+    """What a ``GroupByKey`` makes of (key, blob) pairs."""
+    groups: Dict[Any, List[bytes]] = {}
+    for key, blob in pairs:
+        groups.setdefault(key, []).append(blob)
+    return groups
+
+
+def write_groups(settings: Any, groups: Dict[Any, List[bytes]], init: Any = None) -> List[Any]:
+    """The ``grouped`` graph's ``_WriteFn`` over grouped blobs: one ``UploadReport`` per key."""
+    from beam_s3_sink.messages import InitOutcome
+    from beam_s3_sink.upload import _WriteFn
+
+    init = init if init is not None else InitOutcome()
+    write = _WriteFn(settings, grouped=True)
+    write.setup()
+    try:
+        write.start_bundle()
+        reports = [r for item in groups.items() for r in write.process(item, init)]
+        assert list(write.finish_bundle()) == []
+    finally:
+        write.teardown()
+    return reports
+
+
+def complete_copy(settings: Any, reports: Sequence[Any], init: Any, fail_on_error: bool = True) -> CopyToResult:
+    """The completion step over ``reports``: ``MergeReports``, then ``_CompleteFn``; its result."""
+    from beam_s3_sink.completion import MergeReports, _CompleteFn
+
+    combine = MergeReports()
+    accumulator = combine.create_accumulator()
+    for report in reports:
+        accumulator = combine.add_input(accumulator, report)
+    fn = _CompleteFn(settings, fail_on_error)
+    fn.setup()
+    (result,) = list(fn.process(combine.extract_output(accumulator), init))
+    return result

@@ -18,9 +18,8 @@ from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat, TextFormat
 from beam_s3_sink.arrow_hash import row_hashes
 from beam_s3_sink.arrow_input import conform, widens
 from beam_s3_sink.errors import BatchError
-from beam_s3_sink.sharding import shard_numbers
 from conftest import across_runners
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy, shard_numbers
 from test_pgcopy import (
     ROW_COUNT,
     assert_loads_back,
@@ -205,18 +204,12 @@ def test_batched_dofn_output_copies_exactly_with_the_schema_from_its_element_typ
 
 
 def test_batched_dofn_tables_reach_the_upload_step_as_tables(s3_config, bucket, monkeypatch):
-    from beam_s3_sink.arrow_upload import takes_batches
-    from beam_s3_sink.writer import FileWriter
+    from beam_s3_sink.batches import Batcher, takes_batches
 
     assert takes_batches(Item) and not takes_batches(typing.Any)
     seen = []
-    add_arrow, add = FileWriter.add_arrow, FileWriter.add
-    monkeypatch.setattr(
-        FileWriter,
-        "add_arrow",
-        lambda self, data, source=None: (seen.append(type(data)), add_arrow(self, data, source))[-1],
-    )
-    monkeypatch.setattr(FileWriter, "add", lambda self, row: (seen.append(type(row)), add(self, row))[-1])
+    add = Batcher.add  # where every element, row or Arrow, becomes record batches
+    monkeypatch.setattr(Batcher, "add", lambda self, element: (seen.append(type(element)), add(self, element))[-1])
     result = run_copy(
         source=lambda p: p | beam.Create([0, 5000]) | beam.ParDo(MakeBatches()), uri=f"s3://{bucket}/out", s3=s3_config
     )

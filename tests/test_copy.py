@@ -15,7 +15,18 @@ from beam_s3_sink import CopyToS3, CopyToS3Error, CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_types import Order
 from conftest import LOCAL_RUNNERS, SERVERS
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, read_parquet, run_copy
+from helpers import (
+    complete_copy,
+    data_keys,
+    get_bytes,
+    list_objects,
+    pending_uploads,
+    read_manifest,
+    read_parquet,
+    run_copy,
+    write_bundle,
+    write_settings,
+)
 
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
@@ -305,24 +316,15 @@ def _load(path):
 
 
 def test_uploads_of_an_uncommitted_bundle_stay_invisible_and_are_aborted(s3_config, s3_client, bucket):
-    from beam_s3_sink.completion import _CompleteFn
     from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.initialization import initialize
-    from beam_s3_sink.upload import _UploadFn
 
     keys = CopyKeys(S3Location(bucket, "p"), "retried")
-    fmt = resolve_format("csv")
+    settings = write_settings(keys, s3_config, resolve_format("csv"), SCHEMA, max_file_size=4096)
     state = initialize(s3_client, keys)
 
     def run_bundle(ids):
-        upload = _UploadFn(keys, s3_config, fmt, SCHEMA, max_file_size=4096)
-        upload.setup()
-        upload.start_bundle()
-        for i in ids:
-            upload.process(make_row(i), state)
-        report = list(upload.finish_bundle())[0].value
-        upload.teardown()
-        return report
+        return write_bundle(settings, [make_row(i) for i in ids], state)
 
     # The first attempt uploads its rows, but its report never reaches completion (the worker
     # died after its last part, or the runner retried the bundle); the retry's report does.
@@ -332,9 +334,7 @@ def test_uploads_of_an_uncommitted_bundle_stay_invisible_and_are_aborted(s3_conf
     assert sorted(pending_uploads(s3_client, bucket)) == sorted(f.key for f in lost.files)
     committed = run_bundle(range(200))
 
-    finish = _CompleteFn(keys, s3_config, fmt, SCHEMA, fail_on_error=True)
-    finish.setup()
-    [result] = list(finish.process(committed, state))
+    result = complete_copy(settings, [committed], state)
     rows = [make_row(i) for i in range(200)]
     files = check_finished_copy(
         s3_client, bucket, "p", result, rows, lambda key: read_csv_rows(get_bytes(s3_client, bucket, key), header=False)

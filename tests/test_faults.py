@@ -19,10 +19,18 @@ from beam_s3_sink.completion import _CompleteFn
 from beam_s3_sink.initialization import initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.messages import InitOutcome, UploadReport
-from beam_s3_sink.upload import _UploadFn
 from conftest import REGION, SERVERS, free_port, start_moto
 from faultproxy import FaultProxy
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_parquet, run_copy
+from helpers import (
+    data_keys,
+    get_bytes,
+    list_objects,
+    pending_uploads,
+    read_parquet,
+    run_copy,
+    write_bundle,
+    write_settings,
+)
 
 S3_SERVERS = SERVERS  # moto and SeaweedFS: see conftest.pytest_generate_tests
 
@@ -128,20 +136,13 @@ def test_rerun_after_failed_completion_copies_once_then_writes_nothing(s3_endpoi
 
 def test_retried_bundle_only_committed_attempt_is_visible(s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "retried"), "bundle")
-    fmt = CsvFormat()
+    settings = write_settings(keys, s3_config, CsvFormat(), SCHEMA, max_file_size=8 * 1024)
     state = initialize(s3_client, keys)
     assert state == InitOutcome(guard="conditional")  # it holds the path's claim
     rows = [make_row(i) for i in range(2000)]
 
     def attempt() -> UploadReport:
-        fn = _UploadFn(keys, s3_config, fmt, SCHEMA, max_file_size=8 * 1024)
-        fn.setup()
-        fn.start_bundle()
-        for row in rows:
-            fn.process(row, InitOutcome())
-        (report,) = [w.value for w in fn.finish_bundle()]
-        fn.teardown()
-        return report
+        return write_bundle(settings, rows, InitOutcome())
 
     first, second = attempt(), attempt()
     assert first.rows == second.rows == len(rows) and len(first.files) >= 2
@@ -149,7 +150,7 @@ def test_retried_bundle_only_committed_attempt_is_visible(s3_config, s3_client, 
     assert len(pending_uploads(s3_client, bucket)) == len(first.files) + len(second.files)
     assert data_keys(s3_client, bucket, "retried") == [], "nothing is visible before completion"
 
-    finish = _CompleteFn(keys, s3_config, fmt, SCHEMA, fail_on_error=True)
+    finish = _CompleteFn(settings, fail_on_error=True)
     finish.setup()
     (result,) = list(finish.process(second, state))
     # A retried finishing step completes again without error (the uploads are done already).

@@ -1,79 +1,59 @@
-"""Files that span bundles (beam_s3_sink.spill), the shared client, and the linear merge."""
+"""Files that span bundles (the ``grouped`` upload graph: ``_BatchFn`` blobs through a
+``GroupByKey`` to one ``_WriteFn`` writer per key), the shared client, and the linear merge."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Dict, List, Tuple
+from typing import List
 
 import pyarrow as pa
 import pytest
 
 from beam_s3_sink import S3Config
+from beam_s3_sink.batches import _BatchFn, decode_blob
 from beam_s3_sink.clients import shared_client
-from beam_s3_sink.completion import MergeReports, _CompleteFn
+from beam_s3_sink.completion import MergeReports
 from beam_s3_sink.formats import resolve_format
 from beam_s3_sink.initialization import initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
 from beam_s3_sink.messages import PendingFile, UploadReport
-from beam_s3_sink.spill import _SpillFn, _WriteSpilledFn, decode_blob
-from helpers import data_keys, pending_uploads, read_parquet
+from helpers import (
+    batch_bundles,
+    complete_copy,
+    data_keys,
+    group_blobs,
+    pending_uploads,
+    read_parquet,
+    run_copy,
+    write_groups,
+    write_settings,
+)
 from test_copy import SCHEMA, make_row
 
 
-def spill_bundles(bundles: List[range], fn: _SpillFn) -> List[Tuple[str, bytes]]:
-    """Run ``fn`` over bundles of row ids, as a runner would; return every (key, blob)."""
-    out: List[Tuple[str, bytes]] = []
-    for ids in bundles:
-        fn.start_bundle()
-        for i in ids:
-            out.extend(fn.process(make_row(i)))
-        out.extend(w.value for w in fn.finish_bundle())
-    return out
-
-
-def group(pairs: List[Tuple[str, bytes]]) -> Dict[str, List[bytes]]:
-    groups: Dict[str, List[bytes]] = defaultdict(list)
-    for key, blob in pairs:
-        groups[key].append(blob)
-    return groups
-
-
-def write_groups(keys: CopyKeys, config: S3Config, fmt, groups, state, layout: Layout = Layout()):
-    writer = _WriteSpilledFn(keys, config, fmt, SCHEMA, 256 * 2**20, layout)
-    writer.setup()
-    reports = [r for item in groups.items() for r in writer.process(item, state)]
-    writer.teardown()
-    return reports
-
-
-def finish(keys: CopyKeys, config: S3Config, fmt, reports, state):
-    combine = MergeReports()
-    acc = combine.create_accumulator()
-    for report in reports:
-        acc = combine.add_input(acc, report)
-    fn = _CompleteFn(keys, config, fmt, SCHEMA, fail_on_error=True)
+def batch_fn(**kwargs) -> _BatchFn:
+    """A grouped ``_BatchFn`` of the test rows, set up (one per DoFn instance)."""
+    fn = _BatchFn(SCHEMA, grouped=True, **kwargs)
     fn.setup()
-    [result] = list(fn.process(combine.extract_output(acc), state))
-    return result
+    return fn
+
+
+def rows_in(bundles: List[range]) -> List[List[dict]]:
+    return [[make_row(i) for i in ids] for ids in bundles]
 
 
 def test_many_tiny_bundles_give_one_file_per_instance(s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "tiny"), "tiny")
-    fmt = resolve_format("parquet")
+    settings = write_settings(keys, s3_config, resolve_format("parquet"), SCHEMA)
     state = initialize(s3_client, keys)
-    spills = []
-    for _ in range(2):  # two DoFn instances, as on two parallel workers
-        fn = _SpillFn(SCHEMA)
-        fn.setup()
-        spills.append(fn)
+    fns = [batch_fn() for _ in range(2)]  # two DoFn instances, as on two parallel workers
     # 500 bundles of 20 rows each, alternating between the two instances.
-    pairs: List[Tuple[str, bytes]] = []
+    pairs = []
     for b in range(500):
-        pairs += spill_bundles([range(b * 20, b * 20 + 20)], spills[b % 2])
-    groups = group(pairs)
+        pairs += batch_bundles(fns[b % 2], rows_in([range(b * 20, b * 20 + 20)]))
+    groups = group_blobs(pairs)
     assert len(groups) == 2, "one key per instance while its data is under GROUP_BYTES"
-    result = finish(keys, s3_config, fmt, write_groups(keys, s3_config, fmt, groups, state), state)
+    result = complete_copy(settings, write_groups(settings, groups, state), state)
     assert result.ok and result.rows == 10_000 and len(result.files) == 2
     ids = sorted(
         i
@@ -87,10 +67,8 @@ def test_many_tiny_bundles_give_one_file_per_instance(s3_config, s3_client, buck
 
 
 def test_groups_roll_over_at_group_bytes():
-    fn = _SpillFn(SCHEMA, blob_bytes=64 * 1024, group_bytes=256 * 1024)
-    fn.setup()
-    pairs = spill_bundles([range(b * 1000, b * 1000 + 1000) for b in range(40)], fn)
-    groups = group(pairs)
+    fn = batch_fn(blob_bytes=64 * 1024, group_bytes=256 * 1024)
+    groups = group_blobs(batch_bundles(fn, rows_in([range(b * 1000, b * 1000 + 1000) for b in range(40)])))
     assert len(groups) > 1
     for blobs in groups.values():
         size = sum(b.nbytes for blob in blobs for b in decode_blob(blob))
@@ -103,23 +81,21 @@ def test_groups_roll_over_at_group_bytes():
 
 def test_a_retried_bundle_or_writer_never_doubles_rows(s3_config, s3_client, bucket):
     """A failed bundle's blob is discarded with the bundle's outputs (the runner's rule); its
-    retry spills the same rows again under its own key. A writer attempt whose report is lost
+    retry batches the same rows again under its own key. A writer attempt whose report is lost
     leaves only pending uploads, which completion aborts: the rows are there exactly once."""
     keys = CopyKeys(S3Location(bucket, "retry"), "retry")
-    fmt = resolve_format("csv")
+    settings = write_settings(keys, s3_config, resolve_format("csv"), SCHEMA)
     state = initialize(s3_client, keys)
-    failed, retry = _SpillFn(SCHEMA), _SpillFn(SCHEMA)
-    failed.setup()
-    retry.setup()
-    discarded = spill_bundles([range(300)], failed)  # the bundle then fails: outputs dropped
-    kept = spill_bundles([range(300)], retry)
+    failed, retry = batch_fn(), batch_fn()
+    discarded = batch_bundles(failed, rows_in([range(300)]))  # the bundle then fails: outputs dropped
+    kept = batch_bundles(retry, rows_in([range(300)]))
     assert discarded and kept and {k for k, _ in discarded}.isdisjoint(k for k, _ in kept)
-    groups = group(kept)
-    lost = write_groups(keys, s3_config, fmt, groups, state)  # its report never arrives
+    groups = group_blobs(kept)
+    lost = write_groups(settings, groups, state)  # its report never arrives
     assert data_keys(s3_client, bucket, "retry") == []
     assert sorted(pending_uploads(s3_client, bucket)) == sorted(f.key for r in lost for f in r.files)
-    committed = write_groups(keys, s3_config, fmt, groups, state)
-    result = finish(keys, s3_config, fmt, committed, state)
+    committed = write_groups(settings, groups, state)
+    result = complete_copy(settings, committed, state)
     assert result.ok and result.rows == 300
     files = data_keys(s3_client, bucket, "retry")
     assert files == sorted(f.key for r in committed for f in r.files)
@@ -128,36 +104,55 @@ def test_a_retried_bundle_or_writer_never_doubles_rows(s3_config, s3_client, buc
     assert pending_uploads(s3_client, bucket) == []
 
 
-def test_a_bad_row_in_a_spilled_bundle_is_reported_naming_the_column(s3_config, s3_client, bucket):
+def test_a_bad_row_in_a_grouped_bundle_is_reported_naming_the_column(s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "bad"), "bad")
-    fmt = resolve_format("parquet")
+    settings = write_settings(keys, s3_config, resolve_format("parquet"), SCHEMA)
     state = initialize(s3_client, keys)
-    fn = _SpillFn(SCHEMA)
-    fn.setup()
-    fn.start_bundle()
-    pairs = list(fn.process(make_row(1))) + list(fn.process(dict(make_row(2), id="two")))
-    pairs += [w.value for w in fn.finish_bundle()]
-    [report] = write_groups(keys, s3_config, fmt, group(pairs), state)
+    pairs = batch_bundles(batch_fn(), [[make_row(1), dict(make_row(2), id="two")]])
+    [report] = write_groups(settings, group_blobs(pairs), state)
     assert report.error and "'id'" in report.error and "two" in report.error
     assert pending_uploads(s3_client, bucket) == []
+    result = complete_copy(settings, [report], state, fail_on_error=False)
+    assert not result.ok and "'id'" in result.error and data_keys(s3_client, bucket, "bad") == []
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_spilled_batches_keep_partitions(keep, s3_config, s3_client, bucket):
+def test_grouped_batches_keep_partitions(keep, s3_config, s3_client, bucket):
     keys = CopyKeys(S3Location(bucket, "parts"), "parts")
-    fmt = resolve_format("parquet")
+    layout = Layout(("paid",), keep)
+    settings = write_settings(keys, s3_config, resolve_format("parquet"), SCHEMA, layout=layout, max_open_files=8)
     state = initialize(s3_client, keys)
-    fn = _SpillFn(SCHEMA)
-    fn.setup()
-    layout = Layout(("paid",), keep, 8)
-    reports = write_groups(keys, s3_config, fmt, group(spill_bundles([range(50), range(50, 120)], fn)), state, layout)
-    result = finish(keys, s3_config, fmt, reports, state)
+    pairs = batch_bundles(batch_fn(), rows_in([range(50), range(50, 120)]))
+    result = complete_copy(settings, write_groups(settings, group_blobs(pairs), state), state)
     assert result.ok and result.rows == 120
     directories = sorted({k.split("/")[1] for k in data_keys(s3_client, bucket, "parts")})
     assert directories == ["paid=__HIVE_DEFAULT_PARTITION__", "paid=false", "paid=true"]
     for key in data_keys(s3_client, bucket, "parts"):
         table = read_parquet(s3_client, bucket, key)
         assert ("paid" in table.schema.names) == keep
+
+
+@pytest.mark.parametrize("num_batches", [None, 3])
+def test_the_grouped_graph_on_a_local_runner_copies_every_row_once(num_batches, s3_config, s3_client, bucket):
+    n = 12_000
+    result = run_copy(
+        generate=(make_row, n),
+        uri=f"s3://{bucket}/g",
+        format="csv",
+        schema=SCHEMA,
+        s3=s3_config,
+        sink_id="grouped",
+        upload_graph="grouped",
+        num_batches=num_batches,
+    )
+    assert result.ok and result.rows == n
+    keys = data_keys(s3_client, bucket, "g")
+    assert sorted(f.uri for f in result.files) == [f"s3://{bucket}/{k}" for k in keys]
+    lines = [line for key in keys for line in s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().splitlines()]
+    assert sorted(int(line.split(b",")[0]) for line in lines) == list(range(n))
+    if num_batches:
+        assert [k.rsplit("/", 1)[1] for k in keys] == [f"grouped-batch-{b:04d}-0001.csv" for b in range(3)]
+    assert pending_uploads(s3_client, bucket) == []
 
 
 def test_merging_100k_reports_moves_each_file_once_per_level():

@@ -268,8 +268,7 @@ def relative_keys(result, prefix: str) -> list:
 # tests/test_runners.py (on moto), so that the runner x server product stays CI-sized.
 @pytest.mark.parametrize("runner", sorted(LOCAL_RUNNERS), indirect=True)
 def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, s3_client, bucket, runner):
-    from beam_s3_sink.sharding import shard_numbers
-    from helpers import read_parquet
+    from helpers import read_parquet, shard_numbers
 
     n = 3000
     first = run_copy(
@@ -310,7 +309,7 @@ def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, 
 
 
 def test_num_batches_hash_alike_values_alike_and_use_every_batch():
-    from beam_s3_sink.sharding import shard_numbers
+    from helpers import shard_numbers
 
     schema = pa.schema([("x", pa.float64()), ("s", pa.string())])
     assert shard_numbers([{"x": 1, "s": "a"}], schema, 7) == shard_numbers([{"x": 1.0, "s": "a"}], schema, 7)
@@ -324,7 +323,8 @@ def test_num_batches_hash_depends_on_no_format(s3_config, s3_client, bucket):
     import numpy as np
 
     from beam_s3_sink.arrow_hash import row_hashes
-    from beam_s3_sink.sharding import shard_numbers
+    from beam_s3_sink.batches import split_by_shard
+    from helpers import shard_numbers
 
     schema = pa.schema(
         [
@@ -351,6 +351,8 @@ def test_num_batches_hash_depends_on_no_format(s3_config, s3_client, bucket):
     batch = pa.RecordBatch.from_pylist(rows, schema=schema)
     assert (row_hashes(batch) % np.uint64(5)).tolist() == numbers
     assert (row_hashes(batch.slice(100)) % np.uint64(5)).tolist() == numbers[100:]
+    for number, part in split_by_shard(batch, 5):  # what a record batch element is split into
+        assert set(shard_numbers(part.to_pylist(), schema, 5)) == {number}
     shard_of = {}
     for r, n in zip(rows, numbers):
         assert shard_of.setdefault(repr(r), n) == n  # equal rows, one shard
@@ -363,30 +365,29 @@ def test_num_batches_hash_depends_on_no_format(s3_config, s3_client, bucket):
 
 
 def test_num_batches_a_retried_batch_commits_only_the_reported_uploads(s3_config, s3_client, bucket):
-    from beam_s3_sink.completion import _CompleteFn
+    from beam_s3_sink.batches import encode_blob
     from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.initialization import initialize
     from beam_s3_sink.keys import CopyKeys, S3Location
-    from beam_s3_sink.sharding import _ShardUploadFn
+    from beam_s3_sink.schema import rows_to_batch
+    from helpers import complete_copy, write_groups, write_settings
 
     keys = CopyKeys(S3Location(bucket, "p"), "retried")
-    fmt = resolve_format("csv")
+    settings = write_settings(keys, s3_config, resolve_format("csv"), CSV_SCHEMA, max_file_size=4096)
     state = initialize(s3_client, keys)
 
     def run_batch(names):
-        fn = _ShardUploadFn(keys, s3_config, fmt, CSV_SCHEMA, max_file_size=4096)
-        fn.setup()
-        (report,) = list(fn.process((2, [{"id": i, "name": name} for i, name in enumerate(names)]), state))
-        fn.teardown()
+        rows = [{"id": i, "name": name} for i, name in enumerate(names)]
+        blobs = [encode_blob([rows_to_batch(rows[:500], CSV_SCHEMA)], CSV_SCHEMA)]
+        blobs.append(encode_blob([rows_to_batch(rows[500:], CSV_SCHEMA)], CSV_SCHEMA))
+        (report,) = write_groups(settings, {2: blobs}, state)  # shard 2's writer
         return report
 
     lost = run_batch(["lost"] * 1000)
     committed = run_batch(["kept"] * 1000)
     assert [f.key for f in lost.files] == [f.key for f in committed.files]  # the same keys
     assert len(committed.files) > 1 and committed.files[0].key == "p/retried-batch-0002-0001.csv"
-    finish = _CompleteFn(keys, s3_config, fmt, CSV_SCHEMA, fail_on_error=True)
-    finish.setup()
-    [result] = list(finish.process(committed, state))
+    result = complete_copy(settings, [committed], state)
     assert result.ok and result.rows == 1000
     body = b"".join(get_bytes(s3_client, bucket, f.key) for f in committed.files)
     assert body.count(b",kept\n") == 1000 and b"lost" not in body
@@ -505,26 +506,23 @@ def test_partition_writer_keeps_at_most_max_open_files_open(s3_config, s3_client
     largest file is closed to open another (so partitions get several files), nothing is lost."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from beam_s3_sink.completion import _CompleteFn
     from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.initialization import initialize
     from beam_s3_sink.keys import CopyKeys, S3Location
     from beam_s3_sink.writer import FileWriter
+    from helpers import complete_copy, write_settings
 
     keys = CopyKeys(S3Location(bucket, "w"), "capped")
-    fmt = resolve_format("parquet")
+    settings = write_settings(
+        keys, s3_config, resolve_format("parquet"), PART_SCHEMA, 2**20, layout=Layout(("region",)), max_open_files=2
+    )
     state = initialize(s3_client, keys)
     with ThreadPoolExecutor(2) as pool:
         writer = FileWriter(
             s3_client,
             pool,
-            s3_config,
-            fmt,
-            PART_SCHEMA,
-            2**20,
-            bucket,
+            settings,
             lambda directory, n: keys.data_file("0123456789abcdef", n, "parquet", directory),
-            Layout(("region",), max_open_files=2),
             buffer_bytes=2048,
         )
         most_open = 0
@@ -535,7 +533,5 @@ def test_partition_writer_keeps_at_most_max_open_files_open(s3_config, s3_client
     assert report.error is None and report.rows == 3000 and most_open == 2
     directories = [f.key.rsplit("/", 1)[0] for f in report.files]
     assert len(set(directories)) == len(REGIONS) < len(directories)
-    finish = _CompleteFn(keys, s3_config, fmt, PART_SCHEMA, fail_on_error=True)
-    finish.setup()
-    [result] = list(finish.process(report, state))
+    result = complete_copy(settings, [report], state)
     assert result.ok and result.rows == 3000 and pending_uploads(s3_client, bucket) == []

@@ -28,7 +28,7 @@ from beam_s3_sink.config import resolve_config
 from beam_s3_sink.keys import CopyKeys, S3Location
 from conftest import ACCESS_KEY, REGION, SECRET_KEY, free_port, start_moto
 from faultproxy import FaultProxy
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, run_copy, write_bundle, write_settings
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 ACCOUNT = "123456789012"  # moto's default account
@@ -467,22 +467,15 @@ def test_completion_passes_part_checksums_back(s3_config, s3_client, bucket):
     from beam_s3_sink.formats import resolve_format
     from beam_s3_sink.initialization import initialize
     from beam_s3_sink.messages import InitOutcome
-    from beam_s3_sink.upload import _UploadFn
 
     config = s3_config.replace(objects=ObjectSettings(checksum_algorithm="SHA256"))
     keys = CopyKeys(S3Location(bucket, PREFIX), "checksums")
-    fmt = resolve_format("csv")
+    settings = write_settings(keys, config, resolve_format("csv"), SCHEMA, max_file_size=4096)
     state = initialize(s3_client, keys)
     assert state == InitOutcome(guard="conditional")  # it holds the path's claim
-    upload = _UploadFn(keys, config, fmt, SCHEMA, max_file_size=4096)
-    upload.setup()
-    upload.start_bundle()
-    for i in range(500):
-        upload.process(make_row(i), InitOutcome())
-    (report,) = [w.value for w in upload.finish_bundle()]
-    upload.teardown()
+    report = write_bundle(settings, [make_row(i) for i in range(500)], InitOutcome())
     assert report.files and all(len(f.part_checksums) == len(f.parts) for f in report.files)
-    finish = _CompleteFn(keys, config, fmt, SCHEMA, fail_on_error=True)
+    finish = _CompleteFn(settings, fail_on_error=True)
     finish.setup()
     sent = []
     finish._client.meta.events.register(
