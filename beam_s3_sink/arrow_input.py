@@ -11,52 +11,14 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Union
 
-import apache_beam as beam
 import pyarrow as pa
 
 from .errors import BatchError
 
-__all__ = ["ARROW_TYPES", "ArrowTableCoder", "is_arrow", "conform", "conform_batches", "describe", "widens"]
+__all__ = ["ARROW_TYPES", "is_arrow", "conform", "conform_batches", "describe", "widens"]
 
 ARROW_TYPES = (pa.RecordBatch, pa.Table)
 Arrow = Union[pa.RecordBatch, pa.Table]
-
-
-class ArrowTableCoder(beam.coders.Coder):
-    """A Beam coder for ``pyarrow.Table`` elements: Arrow's IPC stream format, and a size
-    estimate (``nbytes``) that encodes nothing.
-
-    Beam weighs sampled elements of every PCollection for its byte-count metrics by encoding
-    them; with its default coder for unknown types, a PCollection of large tables is pickled
-    whole ten to thirty times a bundle for that alone. A pipeline that makes tables can give
-    its PCollection this coder (the CLI does, for the tables it reads)::
-
-        beam.coders.registry.register_coder(pa.Table, ArrowTableCoder)
-        tables = files | beam.ParDo(ReadTables()).with_output_types(pa.Table)
-
-    >>> coder = ArrowTableCoder()
-    >>> table = pa.table({"id": [1, 2]})
-    >>> coder.decode(coder.encode(table)).equals(table), coder.estimate_size(table) == table.nbytes
-    (True, True)
-    """
-
-    def encode(self, value: pa.Table) -> bytes:
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, value.schema) as writer:
-            writer.write_table(value)
-        return sink.getvalue().to_pybytes()
-
-    def decode(self, encoded: bytes) -> pa.Table:
-        return pa.ipc.open_stream(encoded).read_all()
-
-    def estimate_size(self, value: pa.Table) -> int:
-        return int(value.nbytes)
-
-    def is_deterministic(self) -> bool:
-        return False
-
-    def to_type_hint(self) -> Any:
-        return pa.Table
 
 
 def is_arrow(element: Any) -> bool:
@@ -84,11 +46,13 @@ def conform_batches(data: Arrow, schema: pa.Schema, source: Optional[str] = None
     return [b for b in conformed.to_batches() if b.num_rows]
 
 
-def conform(data: Arrow, schema: pa.Schema, source: Optional[str] = None) -> Arrow:
+def conform(data: Arrow, schema: pa.Schema, source: Optional[str] = None, lossless: bool = True) -> Arrow:
     """``data`` (a Table or RecordBatch, returned as the same kind) with ``schema``'s columns and types.
 
     Raises :class:`BatchError` naming the column, the types and ``source`` (default: a
-    description of ``data``).
+    description of ``data``). ``lossless=False`` (the CLI, whose user names the types with
+    ``--schema``) also takes the casts that only some values survive, checking each value
+    (``cast(safe=True)``: ``"12"`` into ``int64``, ``int64`` into ``int32``).
     """
     where = source or describe(data)
     if data.schema.equals(schema):
@@ -108,7 +72,7 @@ def conform(data: Arrow, schema: pa.Schema, source: Optional[str] = None) -> Arr
             continue
         column = data.column(field.name)
         if column.type != field.type:
-            column = _cast(column, field, where)
+            column = _cast(column, field, where, lossless)
         if not field.nullable and column.null_count:
             raise BatchError(
                 f"column {field.name!r} ({field.type}) is NOT NULL in the copy's schema, "
@@ -120,9 +84,9 @@ def conform(data: Arrow, schema: pa.Schema, source: Optional[str] = None) -> Arr
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _cast(column: Any, field: pa.Field, where: str) -> Any:
+def _cast(column: Any, field: pa.Field, where: str, lossless: bool) -> Any:
     source_type = column.type
-    if not widens(source_type, field.type):
+    if lossless and not widens(source_type, field.type):
         raise BatchError(
             f"column {field.name!r} is {field.type} in the copy's schema, but {where} "
             f"holds {source_type}, which does not convert to it without loss; cast it "

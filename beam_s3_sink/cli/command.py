@@ -221,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--delimiter", help="csv, text: the field delimiter (csv ',', text tab)")
     fmt.add_argument("--null", help="csv, text: the text of NULL (csv empty, text \\N)")
     fmt.add_argument("--quote", help='csv: the quote character (default ")')
-    fmt.add_argument("--escape", help='csv: the escape before a quote (default ")')
+    fmt.add_argument("--escape", help="csv: the escape before a quote (default: the quote)")
     fmt.add_argument("--force_quote", metavar="COLS|*", help="csv: quote these columns always (comma list, or *)")
     fmt.add_argument(
         "--compression",
