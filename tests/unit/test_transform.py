@@ -181,3 +181,20 @@ def test_a_dry_run_makes_no_request(fake_s3, copy):
     (result,) = copy(ROWS + [{"id": 1, "name": "nul\x00"}], format="csv", schema=SCHEMA, validate_only=True)
     assert result.dry_run and result.rows == 21 and result.invalid_rows == 1
     assert "NUL" in result.invalid[0] and fake_s3.calls == []
+
+
+def test_large_arrow_input_makes_one_file_per_writer_by_default(fake_s3, copy):
+    """Arrow tables go to the writer as they are; in process (per bundle) one writer makes one
+    file of them, holding every row once (what the encode lanes' test checked of the default)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    tables = [
+        pa.table({"id": range(i, i + 5000), "name": [f"n{j}" for j in range(i, i + 5000)]})
+        for i in range(0, 60_000, 5000)
+    ]
+    (result,) = copy(tables, schema=SCHEMA, sink_id="s1")
+    assert result.ok and result.rows == 60_000 and len(result.files) == 1, result
+    body = fake_s3.body(result.files[0].uri[len("s3://bucket/") :])
+    assert sorted(pq.read_table(io.BytesIO(body))["id"].to_pylist()) == list(range(60_000))
