@@ -35,7 +35,8 @@ def abort_uploads(
     invisible, and some S3-compatible stores cannot list or abort them."""
     bucket, aborted, warnings = keys.location.bucket, [], []
     try:
-        uploads = [u for u in list_uploads(client, bucket, keys.data_prefix) if keys.is_data_file(u[0]) and u not in keep]
+        listed = list_uploads(client, bucket, keys.data_prefix)
+        uploads = [upload for upload in listed if keys.is_data_file(upload[0]) and upload not in keep]
     except S3RequestError as exc:
         if strict:
             raise

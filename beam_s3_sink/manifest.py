@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict
 
-from .results import CopiedFile, CopyToResult
 from .formats.stats import stats_from_json, stats_json
+from .results import CopiedFile, CopyToResult
 
 __all__ = ["manifest_json", "result_from_manifest"]
 

@@ -82,8 +82,7 @@ def parse_size(size: Union[int, str], option: str = "max_file_size") -> int:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(size))
     if not match or match.group(2).lower() not in _UNITS:
         raise ValueError(
-            f"CopyToS3: {option} {size!r} is not a size; write bytes as an int or a string "
-            "such as '256MB' or '64MiB'"
+            f"CopyToS3: {option} {size!r} is not a size; write bytes as an int or a string such as '256MB' or '64MiB'"
         )
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 

@@ -96,5 +96,6 @@ class _WriteFn(_S3DoFn):
         return report
 
     def _count_file(self, pending: PendingFile) -> None:
-        for name, value in (("rows", pending.rows), ("bytes", pending.bytes), ("files", 1), ("parts", len(pending.parts))):
+        counts = {"rows": pending.rows, "bytes": pending.bytes, "files": 1, "parts": len(pending.parts)}
+        for name, value in counts.items():
             self._counters[name].inc(value)

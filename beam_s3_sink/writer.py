@@ -239,7 +239,8 @@ class FileWriter:
             except (ValueError, OverflowError) as exc:  # e.g. a date Python's datetime cannot hold
                 raise RowError(f"a partition value has no directory name: {exc}") from None
             directory = self._layout.directory(values, self._settings.schema)
-            out.append((directory, pa.RecordBatch.from_arrays([part.column(n) for n in names], schema=self._file_schema)))
+            columns = [part.column(name) for name in names]
+            out.append((directory, pa.RecordBatch.from_arrays(columns, schema=self._file_schema)))
         return out
 
     def _write_waiting(self, sequence: _Sequence) -> None:
@@ -339,7 +340,7 @@ class FileWriter:
         sequence.encoder = sequence.stream = None
         self._opened.pop(sequence.directory, None)
         self._done.append(pending)
-        _log.debug("uploaded %s: %d rows, %d bytes, %d parts (pending)", pending.key, pending.rows, pending.bytes, len(pending.parts))
+        _log.debug("uploaded %s (pending): %d rows, %d bytes", pending.key, pending.rows, pending.bytes)
 
     def _explain_encode_error(self, batch: pa.RecordBatch, exc: BaseException) -> str:
         """Name the column and the value the format could not encode (on the error path only:

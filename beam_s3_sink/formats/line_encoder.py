@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .stats import ColumnStats, StatsCounter
 from .base import FileEncoder, KeepOpen, OutputStream
+from .stats import ColumnStats, StatsCounter
 
 __all__ = [
     "COMPRESSIONS",

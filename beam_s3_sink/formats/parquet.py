@@ -61,8 +61,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import EncodeError
-from .stats import ColumnStats, parquet_footer_stats
 from .base import FileEncoder, Format, KeepOpen, OutputStream, uuid_text
+from .stats import ColumnStats, parquet_footer_stats
 
 __all__ = ["ParquetFormat", "parquet_schema", "to_file_table", "dictionary_columns", "TYPE_PROFILES"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from beam_s3_sink.formats.stats import ColumnStats
 from beam_s3_sink.manifest import manifest_json, result_from_manifest
 from beam_s3_sink.results import CopiedFile, CopyToResult
-from beam_s3_sink.formats.stats import ColumnStats
 
 RESULT = CopyToResult(
     uri="s3://b/p",

@@ -9,7 +9,14 @@ import io
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from beam_s3_sink.formats.stats import MAX_TEXT, ColumnStats, StatsCounter, parquet_footer_stats, stats_from_json, stats_json
+from beam_s3_sink.formats.stats import (
+    MAX_TEXT,
+    ColumnStats,
+    StatsCounter,
+    parquet_footer_stats,
+    stats_from_json,
+    stats_json,
+)
 
 
 def counted(*batches):
