@@ -53,7 +53,7 @@ class WriteSettings:
     """
 
     keys: CopyKeys
-    config: S3Config
+    config: S3Config = dataclasses.field(repr=False)  # e.g. validate_rows' label shows the repr: no access key id
     format: Format
     schema: pa.Schema
     max_file_size: int
