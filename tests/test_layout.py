@@ -15,6 +15,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from apache_beam.transforms.core import Windowing
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_s3_sink import CopyToS3, JsonlFormat
 from beam_s3_sink.layout import Layout, escape_path_name
@@ -498,7 +500,12 @@ def test_partition_by_errors_at_construction():
 
 
 class _FakePColl:
+    """What CopyToS3.expand reads of its input before the partition check: a bounded
+    PCollection in the global window, without a Beam schema."""
+
     element_type = None
+    is_bounded = True
+    windowing = Windowing(GlobalWindows())
 
 
 def test_partition_writer_keeps_at_most_max_open_files_open(s3_config, s3_client, bucket):

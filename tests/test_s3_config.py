@@ -665,7 +665,10 @@ def test_display_data_shows_the_options_and_no_secret():
         "s3_region": "eu-west-3",
     }
     labels = {i.key: i.label for i in DisplayData.create_from(copy).items}
-    assert labels["uri"] == "Destination" and labels["num_batches"] == "Shards (num_batches)"
+    assert labels["uri"] == "Destination" and labels["num_batches"] == "Batches (num_batches)"
+    grouped = CopyToS3("s3://bucket/p", schema=SCHEMA, upload_graph="grouped")
+    shown = {i.key: (i.value, i.label) for i in DisplayData.create_from(grouped).items}
+    assert shown["upload_graph"] == ("grouped", "Upload graph")  # the default, "auto", is not shown
 
     # Once the pipeline is built: the schema and the S3 settings it resolved (here from the
     # pipeline's S3Options), in the runner API proto that a runner receives too.

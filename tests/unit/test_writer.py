@@ -362,3 +362,11 @@ def test_write_settings_are_frozen_and_check_max_open_files():
     for bad in (0, -1, True, 2.0, "2"):
         with pytest.raises(ValueError, match="max_open_files must be a positive int"):
             settings(max_open_files=bad)
+
+
+def test_write_settings_repr_shows_no_s3_settings():
+    """A ptransform_fn's label (validate_rows) carries its arguments' repr into the pipeline
+    proto: WriteSettings' repr leaves the S3Config (and its access key id) out."""
+    config = S3Config(access_key_id="AKIAREPRKEY", secret_access_key="repr-secret")
+    text = repr(WriteSettings(KEYS, config, CsvFormat(), SCHEMA, 2**30))
+    assert "AKIAREPRKEY" not in text and "repr-secret" not in text and "sink_id='s1'" in text
