@@ -28,7 +28,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_s3_sink import CopyToS3, CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
-from beam_s3_sink.sharding import shard_numbers
 from helpers import (
     _write_pickle,
     data_keys,
@@ -38,6 +37,7 @@ from helpers import (
     read_manifest,
     read_parquet,
     run_copy,
+    shard_numbers,
 )
 
 SCHEMA = pa.schema(
