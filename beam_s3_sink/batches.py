@@ -5,7 +5,7 @@ and Arrow elements (conformed: :mod:`.arrow_input`) into record batches of the c
 of about ``BATCH_BYTES``. :class:`_BatchFn` (no side input, no S3, so runners fuse it with
 whatever makes the rows) packs them into keyed Arrow IPC blobs for ``Write``: one blob per
 batch when the two steps are fused, blobs of about ``BLOB_BYTES`` (ZSTD) keyed by writer group
-or by ``num_batches`` shard before a ``GroupByKey``. An element that does not fit travels as an
+or by ``num_batches`` batch number before a ``GroupByKey``. An element that does not fit travels as an
 error blob carrying its message, and the writer that receives it fails the copy with it.
 """
 
@@ -25,7 +25,7 @@ from .errors import CopyToS3Error
 from .keys import new_token
 from .schema import as_mapping, rows_to_batch
 
-__all__ = ["Batcher", "BlobError", "encode_blob", "decode_blob", "split_by_shard", "takes_batches"]
+__all__ = ["Batcher", "BlobError", "encode_blob", "decode_blob", "split_by_batch_number", "takes_batches"]
 
 BATCH_BYTES = 4 * 2**20
 """Arrow bytes of a batch made from rows, about (its rows: ``BATCH_BYTES`` / bytes per row)."""
@@ -113,15 +113,15 @@ def decode_blob(blob: bytes) -> Iterator[pa.RecordBatch]:
         yield from reader
 
 
-def split_by_shard(batch: pa.RecordBatch, num_shards: int) -> List[Tuple[int, pa.RecordBatch]]:
-    """(shard, rows) for each ``num_batches`` shard the rows of ``batch`` hash to: a stable
-    64-bit hash of each row's values (:mod:`.arrow_hash`) modulo ``num_shards``, the same on
+def split_by_batch_number(batch: pa.RecordBatch, num_batches: int) -> List[Tuple[int, pa.RecordBatch]]:
+    """(batch number, rows) for each ``num_batches`` batch the rows of ``batch`` hash to: a stable
+    64-bit hash of each row's values (:mod:`.arrow_hash`) modulo ``num_batches``, the same on
     every worker and every run, so a rerun of the same data writes the same keys.
 
-    >>> [(n, b.num_rows) for n, b in split_by_shard(pa.record_batch({"id": [1, 1, 2]}), 4)]
+    >>> [(n, b.num_rows) for n, b in split_by_batch_number(pa.record_batch({"id": [1, 1, 2]}), 4)]
     [(0, 1), (1, 2)]
     """
-    numbers = (row_hashes(batch) % np.uint64(num_shards)).astype(np.int64)
+    numbers = (row_hashes(batch) % np.uint64(num_batches)).astype(np.int64)
     return [(int(numbers[first]), rows) for first, rows in split_runs(batch, numbers)]
 
 
@@ -156,20 +156,20 @@ class _BatchFn(beam.DoFn):
     ``grouped=False``: every batch is sent at once, uncompressed, under one key (``Write`` is
     fused with this step and writes per bundle). ``grouped=True``: batches are held up to
     ``blob_bytes`` and sent as ZSTD blobs keyed ``"<instance token>-<group>"`` (a new group
-    every ``group_bytes``), or by shard with ``num_shards``.
+    every ``group_bytes``), or by batch number with ``num_batches``.
     """
 
     def __init__(
         self,
         schema: pa.Schema,
         grouped: bool,
-        num_shards: Optional[int] = None,
+        num_batches: Optional[int] = None,
         blob_bytes: int = BLOB_BYTES,
         group_bytes: int = GROUP_BYTES,
     ) -> None:
         self._schema = schema
         self._grouped = grouped
-        self._num_shards = num_shards
+        self._num_batches = num_batches
         self._blob_bytes = blob_bytes if grouped else 0
         self._group_bytes = group_bytes
 
@@ -207,7 +207,7 @@ class _BatchFn(beam.DoFn):
         if not self._grouped:
             return [("", encode_blob([b], self._schema, None)) for b in batches]
         for batch in batches:
-            pieces = split_by_shard(batch, self._num_shards) if self._num_shards else [("", batch)]
+            pieces = split_by_batch_number(batch, self._num_batches) if self._num_batches else [("", batch)]
             for key, piece in pieces:
                 self._held.setdefault(key, []).append(piece)
             self._held_bytes += batch.nbytes
@@ -216,18 +216,18 @@ class _BatchFn(beam.DoFn):
         held, self._held, size, self._held_bytes = self._held, {}, self._held_bytes, 0
         return [(self._key(key, size), encode_blob(batches, self._schema)) for key, batches in held.items()]
 
-    def _key(self, shard: Key, size: int) -> Key:
-        if self._num_shards:
-            return shard
+    def _key(self, number: Key, size: int) -> Key:
+        if self._num_batches:
+            return number
         if self._in_group and self._in_group + size > self._group_bytes:
             self._group, self._in_group = self._group + 1, 0
         self._in_group += size
         return f"{self._instance}-{self._group:06d}"
 
     def _refuse(self, exc: BaseException) -> List[Tuple[Key, bytes]]:
-        """An error blob under the key of the next blob (shard 0 with ``num_shards``)."""
+        """An error blob under the key of the next blob (batch 0 with ``num_batches``)."""
         self._failed = True
-        key: Key = 0 if self._num_shards else (self._key("", 0) if self._grouped else "")
+        key: Key = 0 if self._num_batches else (self._key("", 0) if self._grouped else "")
         return [(key, _ERROR + str(exc).encode())]
 
 

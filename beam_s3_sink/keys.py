@@ -37,7 +37,7 @@ TOKEN_HEX_DIGITS = 16
 CLAIM_NAME = "_CLAIM"
 _SENTINEL_RE = re.compile(r"^_([A-Za-z0-9][A-Za-z0-9_.\-]{0,99})-INCOMPLETE$")
 _MANIFEST_RE = re.compile(r"^_([A-Za-z0-9][A-Za-z0-9_.\-]{0,99})-manifest\.json$")
-MAX_BATCHES = 10_000  # num_batches: shard numbers are 4 digits, so that no token can read as one
+MAX_BATCHES = 10_000  # num_batches: batch numbers are 4 digits, so that no token can read as one
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class CopyKeys:
     'exports/_nightly-INCOMPLETE'
     >>> keys.data_file("0123456789abcdef", 1, "csv")
     'exports/nightly-0123456789abcdef-0001.csv'
-    >>> keys.shard_file(3, 1, "csv", "day=2024-01-01")
+    >>> keys.batch_file(3, 1, "csv", "day=2024-01-01")
     'exports/day=2024-01-01/nightly-batch-0003-0001.csv'
     """
 
@@ -176,10 +176,9 @@ class CopyKeys:
         """The key of a data file; ``directory``: a partition's ``col=value/...`` path, or ``""``."""
         return self._in(directory, f"{self.sink_id}-{token}-{number:04d}.{extension}")
 
-    def shard_file(self, shard: int, number: int, extension: str, directory: str = "") -> str:
-        """The key of data file ``number`` of shard ``shard`` (``num_batches``; the key says
-        ``batch``, the public name)."""
-        return self._in(directory, f"{self.sink_id}-batch-{shard:04d}-{number:04d}.{extension}")
+    def batch_file(self, batch: int, number: int, extension: str, directory: str = "") -> str:
+        """The key of data file ``number`` of batch ``batch`` (``num_batches``)."""
+        return self._in(directory, f"{self.sink_id}-batch-{batch:04d}-{number:04d}.{extension}")
 
     def _in(self, directory: str, name: str) -> str:
         return self.location.key(f"{directory}/{name}" if directory else name)

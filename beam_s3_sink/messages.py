@@ -28,7 +28,7 @@ class PendingFile:
 
 @dataclass(frozen=True)
 class UploadReport:
-    """What one writer did (per bundle, key or shard): its pending files, or the error that
+    """What one writer did (per bundle or key): its pending files, or the error that
     stopped it. Completion merges them (:class:`~beam_s3_sink.completion.MergeReports`)."""
 
     files: Tuple[PendingFile, ...] = ()

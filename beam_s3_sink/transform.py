@@ -8,7 +8,7 @@ The package's architecture, in one picture (each box names the module that owns 
     rows ─▶ InGlobalWindow ─▶ Upload: Batch ──(key, Arrow blob)──▶ [GroupByKey] ─▶ Write ──UploadReport*──▶ Complete: Merge ─▶ Run ─▶ CopyToResult
                                       (batches.py: rows and Arrow   per_bundle: none   (upload.py,        (completion.py: complete the
                                        elements become batches)     grouped: by writer   writer.py,        uploads, manifest, sentinel)
-                                                                    group or shard       formats/, s3.py)
+                                                                    group or batch no.  formats/, s3.py)
 
     inside Write, per open file:  batches ─▶ encode thread ─▶ format encoder ─▶ MultipartStream ─▶ S3 parts
                                   (≤ ENCODE_AHEAD queued)     (one row group,   (part_size buffers, ≤ max_concurrency
@@ -90,7 +90,7 @@ def parse_size(size: Union[int, str], option: str = "max_file_size") -> int:
 def upload_graph(pipeline: beam.Pipeline, requested: str = "auto", num_batches: Optional[int] = None) -> str:
     """The upload graph a copy takes: ``"per_bundle"`` or ``"grouped"`` (see the module diagram).
 
-    The rule: ``num_batches`` is always ``"grouped"`` (by shard). Otherwise ``"per_bundle"``
+    The rule: ``num_batches`` is always ``"grouped"`` (by batch number). Otherwise ``"per_bundle"``
     (``Write`` fused with ``Batch``, one writer per bundle) where Beam's Python DirectRunner
     runs the pipeline (in-process or multi-process, also when its default
     ``SwitchingDirectRunner`` hands a pipeline to Prism): it runs whole-input bundles, fuses

@@ -32,7 +32,7 @@ class _WriteFn(_S3DoFn):
 
     ``grouped=False``: elements are ``(key, blob)``, one writer per bundle. ``grouped=True``:
     elements are ``(key, [blob, ...])``, one writer per key; an int key is a ``num_batches``
-    shard, whose files are ``P/ID-batch-<bbbb>-<nnnn>`` (the same keys on every run).
+    batch number, whose files are ``P/ID-batch-<bbbb>-<nnnn>`` (the same keys on every run).
     Other files are ``P/ID-<token>-<nnnn>``, with a fresh token per writer and attempt.
     """
 
@@ -81,7 +81,7 @@ class _WriteFn(_S3DoFn):
     def _writer(self, key: Key) -> FileWriter:
         keys, extension = self._settings.keys, self._settings.format.extension
         if isinstance(key, int):
-            name = lambda directory, number: keys.shard_file(key, number, extension, directory)  # noqa: E731
+            name = lambda directory, number: keys.batch_file(key, number, extension, directory)  # noqa: E731
         else:
             token = new_token()
             name = lambda directory, number: keys.data_file(token, number, extension, directory)  # noqa: E731

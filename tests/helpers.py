@@ -109,12 +109,12 @@ def data_keys(client, bucket: str, prefix: str) -> List[str]:
 
 
 # The upload and completion steps' DoFns, driven as a runner drives them ---------------------------
-def shard_numbers(rows: Sequence[Any], schema: pa.Schema, num_shards: int) -> List[int]:
-    """The ``num_batches`` shard of each row, each row hashed alone (``batches.split_by_shard``)."""
-    from beam_s3_sink.batches import split_by_shard
+def batch_numbers(rows: Sequence[Any], schema: pa.Schema, num_batches: int) -> List[int]:
+    """The ``num_batches`` shard of each row, each row hashed alone (``batches.split_by_batch_number``)."""
+    from beam_s3_sink.batches import split_by_batch_number
     from beam_s3_sink.schema import rows_to_batch
 
-    return [split_by_shard(rows_to_batch([row], schema), num_shards)[0][0] for row in rows]
+    return [split_by_batch_number(rows_to_batch([row], schema), num_batches)[0][0] for row in rows]
 
 
 def write_settings(

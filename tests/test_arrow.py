@@ -19,7 +19,7 @@ from beam_s3_sink.arrow_hash import row_hashes
 from beam_s3_sink.arrow_input import conform, widens
 from beam_s3_sink.errors import BatchError
 from conftest import across_runners
-from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy, shard_numbers
+from helpers import batch_numbers, data_keys, get_bytes, list_objects, pending_uploads, read_manifest, run_copy
 from test_pgcopy import (
     ROW_COUNT,
     assert_loads_back,
@@ -245,7 +245,7 @@ def test_rows_and_batches_mixed_in_one_pcollection_copy_exactly(runner, layout, 
 
 def test_rows_and_batches_of_equal_values_hash_to_the_same_batch():
     whole = expected(2000)
-    from_rows = shard_numbers(whole.to_pylist(), SCHEMA, 7)
+    from_rows = batch_numbers(whole.to_pylist(), SCHEMA, 7)
     from_batch = (row_hashes(whole.to_batches()[0]) % np.uint64(7)).tolist()
     assert from_rows == from_batch
     assert set(from_rows) == set(range(7))

@@ -270,7 +270,7 @@ def relative_keys(result, prefix: str) -> list:
 # tests/test_runners.py (on moto), so that the runner x server product stays CI-sized.
 @pytest.mark.parametrize("runner", sorted(LOCAL_RUNNERS), indirect=True)
 def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, s3_client, bucket, runner):
-    from helpers import read_parquet, shard_numbers
+    from helpers import batch_numbers, read_parquet
 
     n = 3000
     first = run_copy(
@@ -302,7 +302,7 @@ def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, 
         for key in data_keys(s3_client, bucket, prefix):
             rows = read_parquet(s3_client, bucket, key).to_pylist()
             batch = int(key.rsplit("-batch-", 1)[1][:4])
-            assert set(shard_numbers(rows, JSON_SCHEMA, 4)) == {batch}, key
+            assert set(batch_numbers(rows, JSON_SCHEMA, 4)) == {batch}, key
             by_batch[batch] = sorted(r["id"] for r in rows)
         assert sorted(i for ids in by_batch.values() for i in ids) == list(range(n))
         assert all(by_batch.values()), "with 3000 rows every batch gets rows"
@@ -311,11 +311,11 @@ def test_num_batches_same_data_same_keys_each_batch_in_its_own_files(s3_config, 
 
 
 def test_num_batches_hash_alike_values_alike_and_use_every_batch():
-    from helpers import shard_numbers
+    from helpers import batch_numbers
 
     schema = pa.schema([("x", pa.float64()), ("s", pa.string())])
-    assert shard_numbers([{"x": 1, "s": "a"}], schema, 7) == shard_numbers([{"x": 1.0, "s": "a"}], schema, 7)
-    numbers = shard_numbers([{"x": float(i), "s": str(i)} for i in range(1000)], schema, 7)
+    assert batch_numbers([{"x": 1, "s": "a"}], schema, 7) == batch_numbers([{"x": 1.0, "s": "a"}], schema, 7)
+    numbers = batch_numbers([{"x": float(i), "s": str(i)} for i in range(1000)], schema, 7)
     assert set(numbers) == set(range(7))
 
 
@@ -325,8 +325,8 @@ def test_num_batches_hash_depends_on_no_format(s3_config, s3_client, bucket):
     import numpy as np
 
     from beam_s3_sink.arrow_hash import row_hashes
-    from beam_s3_sink.batches import split_by_shard
-    from helpers import shard_numbers
+    from beam_s3_sink.batches import split_by_batch_number
+    from helpers import batch_numbers
 
     schema = pa.schema(
         [
@@ -348,13 +348,13 @@ def test_num_batches_hash_depends_on_no_format(s3_config, s3_client, bucket):
         }
 
     rows = [row(i) for i in range(400)]
-    numbers = shard_numbers(rows, schema, 5)
+    numbers = batch_numbers(rows, schema, 5)
     assert set(numbers) == set(range(5))
     batch = pa.RecordBatch.from_pylist(rows, schema=schema)
     assert (row_hashes(batch) % np.uint64(5)).tolist() == numbers
     assert (row_hashes(batch.slice(100)) % np.uint64(5)).tolist() == numbers[100:]
-    for number, part in split_by_shard(batch, 5):  # what a record batch element is split into
-        assert set(shard_numbers(part.to_pylist(), schema, 5)) == {number}
+    for number, part in split_by_batch_number(batch, 5):  # what a record batch element is split into
+        assert set(batch_numbers(part.to_pylist(), schema, 5)) == {number}
     shard_of = {}
     for r, n in zip(rows, numbers):
         assert shard_of.setdefault(repr(r), n) == n  # equal rows, one shard

@@ -30,6 +30,7 @@ from beam_s3_sink import CopyToS3, CsvFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from helpers import (
     _write_pickle,
+    batch_numbers,
     data_keys,
     get_bytes,
     list_objects,
@@ -37,7 +38,6 @@ from helpers import (
     read_manifest,
     read_parquet,
     run_copy,
-    shard_numbers,
 )
 
 SCHEMA = pa.schema(
@@ -156,7 +156,7 @@ def test_num_batches_and_partition_by(runner, s3_config, s3_client, bucket):
         batch = int(name.split("-batch-", 1)[1][:4])
         assert name.startswith("parts-batch-") and 0 <= batch < 3, key
         assert {f"region={r['region']}" for r in rows} == {directory}, key
-        assert set(shard_numbers(rows, SCHEMA, 3)) == {batch}, key
+        assert set(batch_numbers(rows, SCHEMA, 3)) == {batch}, key
         batches.add(batch)
         got.extend(rows)
     assert batches == {0, 1, 2}

@@ -10,7 +10,7 @@ and watches ``full`` to start the next file::
 
 Nothing outside ``beam_s3_sink.formats`` looks at which format a copy uses: the keys take the
 format's :attr:`~Format.extension`, the objects its :attr:`~Format.content_type`, the manifest
-its :meth:`~Format.describe` and :meth:`~Format.file_schema`, and the ``num_batches`` shard
+its :meth:`~Format.describe` and :meth:`~Format.file_schema`, and the ``num_batches`` batch number
 hash (:mod:`beam_s3_sink.arrow_hash`) depends on Arrow types alone. So adding a format is one
 module and one test file (and its name in ``formats/__init__.py``). The module defines:
 

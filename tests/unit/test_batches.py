@@ -1,5 +1,5 @@
 """batches: elements into record batches (Batcher), batches into keyed Arrow blobs (_BatchFn,
-driven as a runner drives it and in pipelines), num_batches shards (split_by_shard), and
+driven as a runner drives it and in pipelines), num_batches shards (split_by_batch_number), and
 takes_batches (a batched DoFn's pyarrow Tables reach the copy as they are)."""
 
 # No "from __future__ import annotations": Beam reads the annotations of Order and MakeOrders.
@@ -21,7 +21,7 @@ from beam_s3_sink.batches import (
     _BatchFn,
     decode_blob,
     encode_blob,
-    split_by_shard,
+    split_by_batch_number,
     split_runs,
     takes_batches,
 )
@@ -152,7 +152,7 @@ def test_grouped_holds_at_most_blob_bytes_and_one_batch_of_rows():
     assert [r["id"] for _, blob in out for r in rows_of(blob)] == list(range(12_000))
 
 
-@pytest.mark.parametrize("kwargs", [dict(grouped=False), dict(grouped=True), dict(grouped=True, num_shards=3)])
+@pytest.mark.parametrize("kwargs", [dict(grouped=False), dict(grouped=True), dict(grouped=True, num_batches=3)])
 def test_every_row_reaches_exactly_one_blob(kwargs):
     rows = [{"id": i, "name": str(i)} for i in range(3000)]
     with pipeline() as p:
@@ -213,7 +213,7 @@ def test_arrow_elements_and_rows_are_batched_in_order():
         (pa.table({"nope": [1]}), "has column(s) ['nope'] that are not in the copy's schema"),
     ],
 )
-@pytest.mark.parametrize("kwargs", [dict(grouped=False), dict(grouped=True), dict(grouped=True, num_shards=50)])
+@pytest.mark.parametrize("kwargs", [dict(grouped=False), dict(grouped=True), dict(grouped=True, num_batches=50)])
 def test_what_does_not_fit_travels_as_an_error_blob_and_ends_the_bundle(bad, says, kwargs):
     good = [{"id": i, "name": "a"} for i in range(5)]
     out = drive(batch_fn(SCHEMA, **kwargs), [good + [bad] + good])
@@ -222,7 +222,7 @@ def test_what_does_not_fit_travels_as_an_error_blob_and_ends_the_bundle(bad, say
         list(decode_blob(blob))
     assert says in str(raised.value)
     assert sum(len(rows_of(b)) for _, b in out[:-1]) <= 5  # nothing after it is converted
-    if kwargs.get("num_shards"):
+    if kwargs.get("num_batches"):
         assert key == 0  # shard 0's writer reports it
     elif kwargs["grouped"]:
         assert isinstance(key, str) and key
@@ -242,17 +242,17 @@ def test_a_bad_row_in_a_later_bundle_still_fails_it():
 
 
 # num_batches shards ----------------------------------------------------------------------------------
-def shard_of_each(rows, num_shards):
+def shard_of_each(rows, num_batches):
     """The shard of each row, each row hashed alone."""
-    return [split_by_shard(rows_to_batch([row], SHARD_SCHEMA), num_shards)[0][0] for row in rows]
+    return [split_by_batch_number(rows_to_batch([row], SHARD_SCHEMA), num_batches)[0][0] for row in rows]
 
 
-def test_shard_numbers_are_stable_and_in_range():
+def test_batch_numbers_are_stable_and_in_range():
     rows = [{"id": i, "x": i / 2} for i in range(1000)]
     batch = rows_to_batch(rows, SHARD_SCHEMA)
-    parts = split_by_shard(batch, 7)
+    parts = split_by_batch_number(batch, 7)
     assert [n for n, _ in parts] == sorted({n for n, _ in parts}) == list(range(7))
-    again = split_by_shard(rows_to_batch(rows, SHARD_SCHEMA), 7)
+    again = split_by_batch_number(rows_to_batch(rows, SHARD_SCHEMA), 7)
     assert [(n, p.to_pylist()) for n, p in parts] == [(n, p.to_pylist()) for n, p in again]
     by_id = {r["id"]: n for n, p in parts for r in p.to_pylist()}
     assert [by_id[i] for i in range(5)] == shard_of_each(rows[:5], 7)  # per row, not per batch
@@ -262,16 +262,18 @@ def test_equal_values_share_a_shard_whatever_their_python_type():
     assert shard_of_each([{"id": 1, "x": 1}], 100) == shard_of_each([{"id": 1, "x": 1.0}], 100)
 
 
-def test_split_by_shard_matches_the_rows_shards_and_keeps_their_order():
+def test_split_by_batch_number_matches_the_rows_shards_and_keeps_their_order():
     rows = [{"id": i, "x": 0.5} for i in range(50)]
-    parts = split_by_shard(rows_to_batch(rows, SHARD_SCHEMA), 4)
+    parts = split_by_batch_number(rows_to_batch(rows, SHARD_SCHEMA), 4)
     assert [n for n, _ in parts] == sorted({n for n, _ in parts})
     by_row = dict(zip(range(50), shard_of_each(rows, 4)))
     for number, part in parts:
         ids = part.column("id").to_pylist()
         assert all(by_row[i] == number for i in ids) and ids == sorted(ids)
     assert sum(p.num_rows for _, p in parts) == 50
-    assert [(n, p.num_rows) for n, p in split_by_shard(rows_to_batch(rows[:1], SHARD_SCHEMA), 4)] == [(by_row[0], 1)]
+    assert [(n, p.num_rows) for n, p in split_by_batch_number(rows_to_batch(rows[:1], SHARD_SCHEMA), 4)] == [
+        (by_row[0], 1)
+    ]
 
 
 def test_split_runs_without_a_copy_for_one_value():
@@ -293,7 +295,7 @@ def test_shards_in_a_pipeline_rows_and_batches_alike():
         return [(shard, r["id"]) for r in rows_of(blob)]
 
     with pipeline() as p:
-        fn = _BatchFn(SHARD_SCHEMA, True, num_shards=3)
+        fn = _BatchFn(SHARD_SCHEMA, True, num_batches=3)
         from_rows = p | "Rows" >> beam.Create(rows) | "ShardRows" >> beam.ParDo(fn)
         from_batch = p | "Batch" >> beam.Create([batch]) | "ShardBatch" >> beam.ParDo(fn)
         assert_that(from_rows | "RowIds" >> beam.FlatMap(ids), equal_to(expected), label="rows")
@@ -306,8 +308,8 @@ def test_shard_keys_are_the_same_on_every_instance_and_run():
     def shards(fn):
         return sorted((key, r["id"]) for key, blob in drive(fn, [rows[:250], rows[250:]]) for r in rows_of(blob))
 
-    first = shards(batch_fn(SHARD_SCHEMA, True, num_shards=5))
-    assert first == shards(batch_fn(SHARD_SCHEMA, True, num_shards=5, blob_bytes=1024))
+    first = shards(batch_fn(SHARD_SCHEMA, True, num_batches=5))
+    assert first == shards(batch_fn(SHARD_SCHEMA, True, num_batches=5, blob_bytes=1024))
     assert {key for key, _ in first} == set(range(5)) and all(isinstance(k, int) for k, _ in first)
 
 

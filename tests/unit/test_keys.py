@@ -87,7 +87,7 @@ def test_data_file_keys():
     token = "0123456789abcdef"
     assert keys.data_file(token, 1, "parquet") == "p/s1-0123456789abcdef-0001.parquet"
     assert keys.data_file(token, 12345, "csv.gz", "d=1/c=x") == "p/d=1/c=x/s1-0123456789abcdef-12345.csv.gz"
-    assert keys.shard_file(MAX_BATCHES - 1, 2, "txt") == "p/s1-batch-9999-0002.txt"
+    assert keys.batch_file(MAX_BATCHES - 1, 2, "txt") == "p/s1-batch-9999-0002.txt"
 
 
 def test_owns_its_files_and_nothing_else():
@@ -96,7 +96,7 @@ def test_owns_its_files_and_nothing_else():
     mine = [
         keys.data_file(token, 1, "csv"),
         keys.data_file(token, 2, "csv.zst", "day=1"),
-        keys.shard_file(3, 1, "parquet"),
+        keys.batch_file(3, 1, "parquet"),
         keys.sentinel,
         keys.manifest,
     ]

@@ -59,9 +59,9 @@ def bundle(settings, rows, outcome=READY, fn=None):
     return [w.value for w in out]
 
 
-def grouped(settings, bundles, outcome=READY, num_shards=None):
+def grouped(settings, bundles, outcome=READY, num_batches=None):
     """Bundles through Batch, a GroupByKey, then Write (the grouped graph); the reports."""
-    batch = _BatchFn(settings.schema, grouped=True, num_shards=num_shards)
+    batch = _BatchFn(settings.schema, grouped=True, num_batches=num_batches)
     batch.setup()
     groups = defaultdict(list)
     for rows in bundles:
@@ -100,7 +100,7 @@ def test_a_bundle_without_rows_reports_nothing(fake_s3, settings):
 def test_nothing_is_written_when_init_failed_or_the_copy_is_done(fake_s3, settings, outcome):
     assert bundle(settings, [{"id": 1, "day": "a"}], outcome) == []
     assert grouped(settings, [[{"id": 1, "day": "a"}]], outcome) == []
-    assert grouped(settings, [[{"id": 1, "day": "a"}]], outcome, num_shards=3) == []
+    assert grouped(settings, [[{"id": 1, "day": "a"}]], outcome, num_batches=3) == []
     assert fake_s3.calls == []
 
 
@@ -126,8 +126,8 @@ def test_one_writer_per_key_with_a_fresh_token(fake_s3, settings):
 
 def test_a_shard_writes_the_same_keys_every_run(fake_s3, settings):
     rows = [{"id": i, "day": "ab"[i % 2]} for i in range(200)]
-    first = grouped(settings, [rows[:100], rows[100:]], num_shards=4)
-    again = grouped(settings, [rows[150:], rows[:150]], num_shards=4)  # other bundles, other order
+    first = grouped(settings, [rows[:100], rows[100:]], num_batches=4)
+    again = grouped(settings, [rows[150:], rows[:150]], num_batches=4)  # other bundles, other order
     assert len(first) == 4 and sum(r.rows for r in first) == 200
     keys = sorted(f.key for r in first for f in r.files)
     assert keys == sorted(f.key for r in again for f in r.files)
@@ -142,10 +142,10 @@ def test_a_bad_row_fails_the_bundle_with_nothing_visible(fake_s3, settings):
     assert report.files == () and fake_s3.keys() == [] and fake_s3.uploads == {}
 
 
-@pytest.mark.parametrize("num_shards", [None, 3])
-def test_a_bad_row_fails_its_key_with_nothing_visible(fake_s3, settings, num_shards):
+@pytest.mark.parametrize("num_batches", [None, 3])
+def test_a_bad_row_fails_its_key_with_nothing_visible(fake_s3, settings, num_batches):
     rows = [{"id": i, "day": "a"} for i in range(300)]
-    reports = grouped(settings, [rows, [{"id": "x", "day": "a"}]], num_shards=num_shards)
+    reports = grouped(settings, [rows, [{"id": "x", "day": "a"}]], num_batches=num_batches)
     errors = [r.error for r in reports if r.error is not None]
     assert len(errors) == 1 and "column 'id' expects int64, but a row holds 'x'" in errors[0]
     assert "nothing was made visible" in errors[0] and fake_s3.keys() == []
