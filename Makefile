@@ -4,7 +4,8 @@
 # the integration tier.
 # make unit: the unit tier and the doctests alone (no server; seconds).
 # make lint: ruff check, ruff format --check, mypy (settings in pyproject.toml).
-# make runners: fetch the Flink/Spark job servers and Prism that the runner tests use.
+# make runners: fetch the Flink/Spark job servers and Prism that the runner tests use, and Spark's
+# Iceberg reader (Iceberg's Spark runtime, its AWS bundle, the PostgreSQL JDBC driver, pyspark 4.1).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -34,8 +35,8 @@ $(DEMO_STAMP): setup.py constraints.txt
 postgres:
 	bash scripts/ensure-postgres.sh
 
-# Flink and Spark job-server classpaths and the Prism binary, for the tests on real runners:
-# fetched once into $BEAM_S3_SINK_CACHE, default ~/.cache/beam-s3-sink (scripts/fetch-runners.sh).
+# Flink and Spark job-server classpaths and the Prism binary, for the tests on real runners, and
+# Spark's Iceberg reader (tests/iceberg_catalogs.py): fetched once into $BEAM_S3_SINK_CACHE, default ~/.cache/beam-s3-sink (scripts/fetch-runners.sh).
 runners: venv
 	bash scripts/fetch-runners.sh $(BIN)/python
 

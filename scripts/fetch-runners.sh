@@ -5,11 +5,16 @@
 #     flink/lib/*.jar   Flink job server (beam-runners-flink-1.19:2.62.0 and its dependencies)
 #     spark/lib/*.jar   Spark job server (beam-runners-spark-3:2.62.0, Spark 3.5.1 core/streaming)
 #     prism/prism       Beam's Go runner, the same version as the installed Python SDK
+#     iceberg/lib/*.jar Spark's Iceberg reader of the tests: iceberg-spark-runtime-4.1_2.13 and
+#                       iceberg-aws-bundle 1.12.0, the PostgreSQL JDBC driver
+#     pyspark-4.1/pyspark  pyspark 4.1.4 (pip --target, no dependencies) for that reader: Iceberg
+#                       has no runtime for the venv's newer pyspark (tests/iceberg_catalogs.py)
 #
 # Idempotent: each artifact has a stamp file written only after it is complete, holding what it
 # was built from (the pom's checksum, Prism's version); an artifact whose stamp matches is not
 # fetched again, a half-done one (no stamp, or a stale one) is fetched again from scratch.
-# Maven Central (through mvn and ~/.m2) and the Go module proxy are the only sources.
+# Maven Central (through mvn and ~/.m2), the Go module proxy and PyPI (pyspark, through pip) are
+# the only sources.
 #
 # Usage: scripts/fetch-runners.sh [PYTHON]   (PYTHON: the interpreter whose apache-beam
 #        version Prism must match; default .venv/bin/python)
@@ -32,17 +37,17 @@ need() {  # need COMMAND DEBIAN-PACKAGE: install the package when the command is
   command -v "$1" >/dev/null
 }
 
-fetch_classpath() {  # fetch_classpath NAME: scripts/runners/NAME/pom.xml -> $CACHE/NAME/lib
-  local name=$1 pom="$HERE/runners/$1/pom.xml" dest="$CACHE/$1"
+fetch_classpath() {  # fetch_classpath NAME [WHAT]: scripts/runners/NAME/pom.xml -> $CACHE/NAME/lib
+  local name=$1 what=${2:-job server classpath} pom="$HERE/runners/$1/pom.xml" dest="$CACHE/$1"
   local want
   want="pom $(sha256sum "$pom" | cut -d' ' -f1)"
   if [ -f "$dest/.stamp" ] && [ "$(cat "$dest/.stamp")" = "$want" ]; then
-    echo "fetch-runners: $name job server classpath is cached in $dest/lib"
+    echo "fetch-runners: $name $what is cached in $dest/lib"
     return 0
   fi
   need java openjdk-17-jre-headless
   need mvn maven
-  echo "fetch-runners: fetching the $name job server classpath into $dest/lib"
+  echo "fetch-runners: fetching the $name $what into $dest/lib"
   rm -rf "$dest"
   mkdir -p "$dest"
   mvn --batch-mode --quiet -Dstyle.color=never -f "$pom" \
@@ -77,6 +82,26 @@ fetch_prism() {  # Prism at the installed SDK's version -> $CACHE/prism/prism
   echo "$want" > "$dest/.stamp"
 }
 
+# The pyspark that Spark's Iceberg reader runs on (tests/iceberg_catalogs.py): the Spark of
+# iceberg-spark-runtime-4.1 in scripts/runners/iceberg/pom.xml. Keep the two in step.
+ICEBERG_PYSPARK=4.1.4
+
+fetch_pyspark() {  # pyspark $ICEBERG_PYSPARK -> $CACHE/pyspark-4.1/pyspark (its own copy, not the venv's)
+  local dest="$CACHE/pyspark-4.1" want="pyspark $ICEBERG_PYSPARK"
+  if [ -f "$dest/.stamp" ] && [ "$(cat "$dest/.stamp")" = "$want" ] && [ -d "$dest/pyspark" ]; then
+    echo "fetch-runners: pyspark $ICEBERG_PYSPARK is cached in $dest"
+    return 0
+  fi
+  echo "fetch-runners: installing pyspark $ICEBERG_PYSPARK into $dest (Spark's Iceberg reader)"
+  rm -rf "$dest" "$dest.part"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps --target "$dest.part" \
+    "pyspark==$ICEBERG_PYSPARK"
+  mv "$dest.part" "$dest"
+  echo "$want" > "$dest/.stamp"
+}
+
 fetch_classpath flink
 fetch_classpath spark
 fetch_prism
+fetch_classpath iceberg "jars (Spark's Iceberg reader)"
+fetch_pyspark
