@@ -36,7 +36,8 @@ postgres:
 	bash scripts/ensure-postgres.sh
 
 # Flink and Spark job-server classpaths and the Prism binary, for the tests on real runners, and
-# Spark's Iceberg reader (tests/iceberg_catalogs.py): fetched once into $BEAM_S3_SINK_CACHE, default ~/.cache/beam-s3-sink (scripts/fetch-runners.sh).
+# Spark's Iceberg reader (tests/iceberg_catalogs.py): fetched once into $BEAM_S3_SINK_CACHE,
+# default ~/.cache/beam-s3-sink (scripts/fetch-runners.sh).
 runners: venv
 	bash scripts/fetch-runners.sh $(BIN)/python
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 ACCESS_KEY = "testing-access-key"
 SECRET_KEY = "testing-secret-key-never-shown"
@@ -129,12 +129,19 @@ def weed_binary() -> str:
     )
 
 
-def start_seaweedfs(timeout: float = 60.0) -> S3Server:
+def start_seaweedfs(timeout: float = 60.0, table_buckets: Sequence[str] = ()) -> S3Server:
     """Start ``weed mini`` (master, volume, filer and S3 gateway in one process).
 
     Every port is a free one (none is left to its default: other servers run on this
-    machine too); WebDAV, the admin UI, the Iceberg and Lance endpoints and telemetry are
-    off. The S3 gateway knows one identity, the test keys, with every action.
+    machine too); WebDAV, the admin UI, the Lance endpoint and telemetry are off. The S3
+    gateway knows one identity, the test keys, with every action.
+
+    The Iceberg REST catalog is off unless ``table_buckets`` names S3 Tables buckets
+    (``-tableBucket``, created at startup): then it listens on a free port too, and
+    ``extra["iceberg_uri"]`` is its URL, ``extra["table_buckets"]`` the names and
+    ``extra["table_bucket_arns"]`` their ARNs (the catalog's warehouse), comma-separated. The
+    server is returned once every table bucket exists (weed creates them just after the S3
+    gateway is up) and the catalog answers.
     """
     data_dir = tempfile.mkdtemp(prefix="seaweedfs-")
     config = os.path.join(data_dir, "s3.json")
@@ -153,7 +160,9 @@ def start_seaweedfs(timeout: float = 60.0) -> S3Server:
         )
     store = os.path.join(data_dir, "data")
     os.mkdir(store)
-    (s3, s3_grpc, master, master_grpc, volume, volume_grpc, filer, filer_grpc, admin, admin_grpc) = free_ports(10)
+    ports = free_ports(11)
+    (s3, s3_grpc, master, master_grpc, volume, volume_grpc, filer, filer_grpc, admin, admin_grpc) = ports[:10]
+    iceberg = ports[10]
     args = [
         weed_binary(),
         "mini",
@@ -165,7 +174,7 @@ def start_seaweedfs(timeout: float = 60.0) -> S3Server:
         "-master.telemetry=false",
         f"-s3.port={s3}",
         f"-s3.port.grpc={s3_grpc}",
-        "-s3.port.iceberg=0",
+        f"-s3.port.iceberg={iceberg if table_buckets else 0}",
         "-s3.port.lance=0",
         f"-master.port={master}",
         f"-master.port.grpc={master_grpc}",
@@ -179,14 +188,20 @@ def start_seaweedfs(timeout: float = 60.0) -> S3Server:
         f"-filer.localSocket={os.path.join(data_dir, 'filer.sock')}",
         f"-s3.localSocket={os.path.join(data_dir, 's3.sock')}",
     ]
+    if table_buckets:
+        args.append(f"-tableBucket={','.join(table_buckets)}")
     log_path = os.path.join(data_dir, "weed.log")
     log = open(log_path, "wb")
     started = time.monotonic()
     process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir, start_new_session=True)
     log.close()
     server = S3Server("seaweedfs", f"http://127.0.0.1:{s3}", process, data_dir=data_dir, log_path=log_path)
+    if table_buckets:
+        server.extra.update(iceberg_uri=f"http://127.0.0.1:{iceberg}", table_buckets=",".join(table_buckets))
     try:
         _wait_for_s3(server, timeout)
+        if table_buckets:
+            _wait_for_table_buckets(server, table_buckets, timeout)
     except BaseException:
         tail = _tail(log_path)
         server.stop()
@@ -224,6 +239,38 @@ def _wait_for_s3(server: S3Server, timeout: float) -> None:
             last = exc
             time.sleep(0.3)
     raise TimeoutError(f"no S3 answer within {timeout:.0f} s: {last}")
+
+
+def _wait_for_table_buckets(server: S3Server, names: Sequence[str], timeout: float) -> None:
+    """Wait until S3 Tables lists every bucket of ``names`` (their ARNs go to ``server.extra``)
+    and the Iceberg REST catalog answers ``GET /v1/config``."""
+    import boto3
+
+    client = boto3.client(
+        "s3tables",
+        endpoint_url=server.endpoint,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+    )
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"weed exited with code {server.process.returncode}")
+        try:
+            arns = {b["name"]: b["arn"] for b in client.list_table_buckets()["tableBuckets"]}
+            last = f"table buckets {sorted(arns)}"
+            if all(name in arns for name in names):
+                urllib.request.urlopen(server.extra["iceberg_uri"] + "/v1/config", timeout=2).close()
+                server.extra["table_bucket_arns"] = ",".join(arns[name] for name in names)
+                return
+        except Exception as exc:  # noqa: BLE001 - not up yet
+            last = exc
+        time.sleep(0.2)
+    raise TimeoutError(
+        f"the S3 Tables buckets {list(names)} and the Iceberg catalog not ready within {timeout:.0f} s: {last}"
+    )
 
 
 def _tail(path: str, size: int = 1500) -> str:
