@@ -6,6 +6,10 @@ Prism job servers started once per session the first time a test needs them
 
 Fixtures: ``s3_server`` (session; parametrized over ``S3_SERVERS`` of the test's module,
 default moto only) ─▶ ``s3_endpoint`` ─▶ ``s3_config`` ─▶ ``s3_client`` ─▶ ``bucket`` (per test).
+
+Iceberg (session, tests/iceberg_catalogs.py): ``iceberg_sqlite``, ``iceberg_postgres``,
+``iceberg_rest`` (or ``iceberg_catalog``, parametrized over the three) and ``spark_iceberg``,
+Spark's Iceberg reader.
 """
 
 from __future__ import annotations
@@ -240,3 +244,94 @@ def spark():
         yield session
     finally:
         session.stop()
+
+
+# -- Iceberg (issue 29): three real catalogs with warehouses on the test S3 servers, and Spark's
+# Iceberg reader (tests/iceberg_catalogs.py). Each is made once per session, on first use.
+
+#: The catalogs ``iceberg_catalog`` runs a test against (tests/iceberg_catalogs.py: KINDS), and
+#: the session fixture of each.
+ICEBERG_CATALOGS = {"sql-sqlite": "iceberg_sqlite", "sql-postgres": "iceberg_postgres", "rest": "iceberg_rest"}
+#: The S3 Tables bucket of SeaweedFS's REST catalog (its warehouse is the bucket's ARN).
+ICEBERG_TABLE_BUCKET = "iceberg-tables"
+
+
+def _session_server(servers: Dict[str, S3Server], key: str, start) -> S3Server:
+    if key not in servers:
+        servers[key] = start()
+    return servers[key]
+
+
+def _warehouse_props(server: S3Server, prefix: str):
+    """A new bucket on ``server`` and its pyiceberg FileIO properties: (``s3://bucket/warehouse``, props)."""
+    from iceberg_catalogs import props_s3_config, s3_props
+
+    props = s3_props(server.endpoint, ACCESS_KEY, SECRET_KEY, REGION)
+    bucket = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    props_s3_config(props).make_client().create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/warehouse", props
+
+
+@pytest.fixture(scope="session")
+def iceberg_sqlite(s3_servers: Dict[str, S3Server], tmp_path_factory):
+    """pyiceberg's SqlCatalog on a SQLite file, warehouse ``s3://iceberg-sqlite-*/warehouse`` on moto."""
+    from iceberg_catalogs import sqlite_catalog
+
+    moto = _session_server(s3_servers, "moto", lambda: start_server("moto"))
+    warehouse, props = _warehouse_props(moto, "iceberg-sqlite")
+    return sqlite_catalog(str(tmp_path_factory.mktemp("iceberg-sqlite") / "catalog.db"), warehouse, props)
+
+
+@pytest.fixture(scope="session")
+def iceberg_postgres(s3_servers: Dict[str, S3Server], postgres):
+    """pyiceberg's SqlCatalog on database ``iceberg_catalog`` of the tests' PostgreSQL (which
+    Spark reads as Iceberg's JdbcCatalog), warehouse ``s3://iceberg-postgres-*/warehouse`` on moto."""
+    import psycopg
+
+    from iceberg_catalogs import postgres_catalog
+
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE iceberg_catalog")
+    moto = _session_server(s3_servers, "moto", lambda: start_server("moto"))
+    warehouse, props = _warehouse_props(moto, "iceberg-postgres")
+    return postgres_catalog(postgres.host, postgres.port, postgres.user, "iceberg_catalog", warehouse, props)
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest(s3_servers: Dict[str, S3Server]):
+    """SeaweedFS's Iceberg REST catalog (a ``weed mini`` of its own, with the S3 Tables bucket
+    ``iceberg-tables``), SigV4-signed as Amazon S3 Tables is; tables under ``s3://iceberg-tables/``."""
+    from iceberg_catalogs import rest_catalog, s3_props
+    from pipelines.s3servers import start_seaweedfs
+
+    server = _session_server(
+        s3_servers, "seaweedfs-iceberg", lambda: start_seaweedfs(table_buckets=[ICEBERG_TABLE_BUCKET])
+    )
+    props = s3_props(server.endpoint, ACCESS_KEY, SECRET_KEY, REGION)
+    return rest_catalog(server.extra["iceberg_uri"], server.extra["table_bucket_arns"], props)
+
+
+@pytest.fixture(scope="session", params=list(ICEBERG_CATALOGS))
+def iceberg_catalog(request):
+    """Each catalog of ``ICEBERG_CATALOGS`` in turn (an ``IcebergCatalog``: ``.props`` for
+    ``load_catalog(.name, **.props)``, ``.s3`` for the S3 server of its warehouse)."""
+    return request.getfixturevalue(ICEBERG_CATALOGS[request.param])
+
+
+@pytest.fixture(scope="session")
+def spark_iceberg(runner_logs: str):
+    """Spark's Iceberg reader for the session (tests/iceberg_catalogs.py ``SparkIceberg``: pyspark
+    4.1 with iceberg-spark-runtime-4.1 and iceberg-aws-bundle 1.12.0 in a worker process, started
+    once, in tens of seconds); pass it to ``read_spark``. Fails, never skips, when it cannot start."""
+    from iceberg_catalogs import SparkIceberg, SparkSetupError
+
+    try:
+        reader, failure = SparkIceberg(runner_logs), None
+    except SparkSetupError as exc:
+        reader, failure = None, str(exc)
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield reader
+    finally:
+        reader.stop()

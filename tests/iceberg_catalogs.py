@@ -1,0 +1,505 @@
+"""Iceberg catalogs and readers for the tests: three real catalogs whose warehouses live on the
+tests' S3 servers, and three real engines reading their tables back.
+
+::
+
+    IcebergCatalog(kind, name, props)        props: what pyiceberg.catalog.load_catalog(name, **props) takes
+      sql-sqlite    SqlCatalog, SQLite file        ─┐
+      sql-postgres  SqlCatalog, the tests' Postgres ─┴─ warehouse s3://<bucket>/warehouse on moto
+      rest          SeaweedFS's Iceberg REST catalog (SigV4, service s3tables, as Amazon S3 Tables):
+                    warehouse = the S3 Tables bucket's ARN, tables under s3://<table bucket>/ns/table
+
+    read_pyiceberg(catalog, "ns.table")  catalog.load_table(...).scan().to_arrow()
+    read_duckdb(catalog, "ns.table")     iceberg_scan('<current metadata.json>') over httpfs (S3 secret
+                                         from the props); httpfs, avro and iceberg loaded from their
+                                         PyPI wheels, autoinstall and autoload off: nothing downloaded
+    read_spark(spark, catalog, "ns.table")  Spark 4.1 + iceberg-spark-runtime-4.1 1.12.0 + iceberg-aws-bundle:
+                                         the same catalog as a Spark catalog of the same name
+                                         (type=rest with SigV4, or type=jdbc on the same PostgreSQL
+                                         database), S3FileIO on the same S3 server
+
+Each reader takes an :class:`IcebergCatalog` or a props mapping (then ``name=`` is the catalog's
+name, :data:`CATALOG_NAME` by default). The name matters for the SQL catalogs: pyiceberg's
+SqlCatalog and Iceberg's JdbcCatalog key every row of ``iceberg_tables`` and
+``iceberg_namespace_properties`` by catalog name, so a table written through a catalog loaded
+as ``"default"`` is found only through a catalog of that name.
+
+Spark: Iceberg 1.12.0 has a Spark runtime for Spark 4.1 at most, and the venv's pyspark is 4.3
+(Spark 4.3 turned ``connector.catalog.View`` into a class: the 4.1 runtime fails with an
+IncompatibleClassChangeError on its first query). So the reader runs in a worker process of its
+own, :class:`SparkIceberg`, on pyspark 4.1.4 (installed with the jars by
+``scripts/fetch-runners.sh`` into the runners' cache; nothing is downloaded here), one Spark for
+the whole session; each read gets a fresh ``newSession()`` configured with the catalog, so
+catalogs never clash and no table is cached between reads. ``read_spark`` also takes a classic
+in-process ``SparkSession`` that has the Iceberg jars (one whose Spark matches a runtime).
+
+Secrets (:data:`SECRET_PROPS`) are never printed: an :class:`IcebergCatalog`'s repr leaves the
+props out, :func:`redacted` masks them, and the readers' errors have every secret value masked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from beam_s3_sink import S3Config
+
+#: The name the fixtures' catalogs are loaded under: pyiceberg's own default
+#: (``load_catalog(None, **props)`` names the catalog ``"default"``).
+CATALOG_NAME = "default"
+KINDS = ("sql-sqlite", "sql-postgres", "rest")
+#: Catalog properties that hold secrets (pyiceberg's and Iceberg Java's names).
+SECRET_PROPS = frozenset(
+    {
+        "s3.secret-access-key",
+        "s3.session-token",
+        "client.secret-access-key",
+        "client.session-token",
+        "rest.secret-access-key",
+        "rest.session-token",
+        "credential",
+        "token",
+        "jdbc.password",
+    }
+)
+#: pyspark and Iceberg versions of Spark's Iceberg reader (scripts/fetch-runners.sh,
+#: scripts/runners/iceberg/pom.xml).
+SPARK_VERSION = "4.1.4"
+ICEBERG_JAVA_VERSION = "1.12.0"
+
+Catalogish = Union["IcebergCatalog", Mapping[str, str]]
+
+
+def redacted(props: Mapping[str, Any]) -> Dict[str, Any]:
+    """``props`` with every secret's value replaced by ``***``: safe to print."""
+    return {k: ("***" if _is_secret(k) else v) for k, v in props.items()}
+
+
+def _is_secret(key: str) -> bool:
+    key = key.lower()
+    return key in SECRET_PROPS or key.endswith((".secret-access-key", ".session-token", ".password", ".token"))
+
+
+def _mask(text: str, props: Mapping[str, Any]) -> str:
+    for key, value in props.items():
+        if _is_secret(key) and value:
+            text = text.replace(str(value), "***")
+    return text
+
+
+@dataclasses.dataclass(frozen=True)
+class IcebergCatalog:
+    """A catalog of the test session: ``load_catalog(catalog.name, **catalog.props)``.
+
+    ``warehouse`` is the catalog's warehouse property; ``s3`` reaches the S3 server its tables
+    live on (for CopyToIceberg's ``s3=``, or to look at the objects). The repr shows no prop.
+    """
+
+    kind: str
+    name: str
+    props: Dict[str, str] = dataclasses.field(repr=False)
+    warehouse: str
+    s3: S3Config = dataclasses.field(repr=False)
+
+    def load(self) -> Any:
+        """A new pyiceberg ``Catalog`` of this catalog (cheap for SQL, one config call for REST)."""
+        from pyiceberg.catalog import load_catalog
+
+        return load_catalog(self.name, **self.props)
+
+    def __repr__(self) -> str:
+        return f"IcebergCatalog({self.kind!r}, name={self.name!r}, uri={self.props.get('uri')!r}, warehouse={self.warehouse!r})"
+
+
+def s3_props(endpoint: str, access_key_id: str, secret_access_key: str, region: str) -> Dict[str, str]:
+    """pyiceberg's FileIO properties for an S3 server at ``endpoint`` (path-style), with the same
+    keys as the AWS client keys (``client.*``: REST SigV4 signing, and FileIO's fallback)."""
+    return {
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": access_key_id,
+        "s3.secret-access-key": secret_access_key,
+        "s3.region": region,
+        "s3.path-style-access": "true",
+        "client.access-key-id": access_key_id,
+        "client.secret-access-key": secret_access_key,
+        "client.region": region,
+    }
+
+
+def props_s3_config(props: Mapping[str, str]) -> "S3Config":
+    """The package's ``S3Config`` for the S3 server of :func:`s3_props`-style properties."""
+    from beam_s3_sink import S3Config
+
+    return S3Config(
+        endpoint_url=props["s3.endpoint"],
+        region_name=props["s3.region"],
+        access_key_id=props["s3.access-key-id"],
+        secret_access_key=props["s3.secret-access-key"],
+        path_style=True,
+        max_attempts=3,
+    )
+
+
+def sqlite_catalog(path: str, warehouse: str, s3: Mapping[str, str], name: str = CATALOG_NAME) -> IcebergCatalog:
+    """pyiceberg's SqlCatalog on the SQLite file ``path`` (made on first use), tables under
+    ``warehouse`` (``s3://bucket/prefix``) on the S3 server of ``s3`` (:func:`s3_props`)."""
+    props = {"type": "sql", "uri": f"sqlite:///{os.path.abspath(path)}", "warehouse": warehouse, **s3}
+    return IcebergCatalog("sql-sqlite", name, props, warehouse, props_s3_config(s3))
+
+
+def postgres_catalog(
+    host: str, port: int, user: str, dbname: str, warehouse: str, s3: Mapping[str, str], name: str = CATALOG_NAME
+) -> IcebergCatalog:
+    """pyiceberg's SqlCatalog on a PostgreSQL database (SQLAlchemy with psycopg 3:
+    ``postgresql+psycopg://``; pyiceberg makes its two tables on first use)."""
+    props = {"type": "sql", "uri": f"postgresql+psycopg://{user}@{host}:{port}/{dbname}", "warehouse": warehouse, **s3}
+    return IcebergCatalog("sql-postgres", name, props, warehouse, props_s3_config(s3))
+
+
+def rest_catalog(uri: str, warehouse: str, s3: Mapping[str, str], name: str = CATALOG_NAME) -> IcebergCatalog:
+    """An Iceberg REST catalog signed with SigV4 for the service ``s3tables`` (Amazon S3 Tables,
+    SeaweedFS): ``warehouse`` is the table bucket's ARN (SeaweedFS takes its bare name too)."""
+    props = {
+        "type": "rest",
+        "uri": uri,
+        "warehouse": warehouse,
+        "rest.sigv4-enabled": "true",
+        "rest.signing-name": "s3tables",
+        "rest.signing-region": s3["client.region"],
+        **s3,
+    }
+    return IcebergCatalog("rest", name, props, warehouse, props_s3_config(s3))
+
+
+def _props_and_name(catalog: Catalogish, name: Optional[str]) -> Tuple[Dict[str, str], str]:
+    if isinstance(catalog, IcebergCatalog):
+        return dict(catalog.props), name or catalog.name
+    return dict(catalog), name or CATALOG_NAME
+
+
+def load(catalog: Catalogish, name: Optional[str] = None) -> Any:
+    """The pyiceberg ``Catalog`` of an :class:`IcebergCatalog` or of props (named ``name``)."""
+    from pyiceberg.catalog import load_catalog
+
+    props, name = _props_and_name(catalog, name)
+    return load_catalog(name, **props)
+
+
+# -- pyiceberg ---------------------------------------------------------------------------------
+
+
+def read_pyiceberg(catalog: Catalogish, table: str, name: Optional[str] = None) -> pa.Table:
+    """The table's current snapshot, scanned by pyiceberg (an empty table if it has none)."""
+    return load(catalog, name).load_table(table).scan().to_arrow()
+
+
+# -- DuckDB ------------------------------------------------------------------------------------
+
+
+def duckdb_extension_path(extension: str) -> str:
+    """The extension file of the ``duckdb-extension-<extension>`` wheel for the installed duckdb."""
+    import duckdb
+
+    module = f"duckdb_extension_{extension}"
+    wheel = f"duckdb-extension-{extension}=={duckdb.__version__}"
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"{module} is not installed: pip install '{wheel}'")
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, "extensions", f"v{duckdb.__version__}", f"{extension}.duckdb_extension")
+        if os.path.exists(path):
+            return path
+    raise RuntimeError(f"{module} has no build for duckdb {duckdb.__version__}: install '{wheel}'")
+
+
+def duckdb_connect(catalog: Catalogish) -> Any:
+    """A DuckDB connection reading the S3 server of ``catalog``'s FileIO properties, with
+    httpfs, avro and iceberg loaded from their wheels and extension autoloading and
+    autoinstalling off (a missing extension is an error, never a download)."""
+    from pipelines import duckdb_s3
+
+    props, _ = _props_and_name(catalog, None)
+    con = duckdb_s3.connect(
+        props["s3.endpoint"],
+        props.get("s3.access-key-id") or props["client.access-key-id"],
+        props.get("s3.secret-access-key") or props["client.secret-access-key"],
+        props.get("s3.region") or props.get("client.region") or "us-east-1",
+    )
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    for extension in ("avro", "iceberg"):  # iceberg reads its manifests with avro
+        con.execute(f"LOAD '{duckdb_extension_path(extension)}'")
+    return con
+
+
+def read_duckdb(catalog: Catalogish, table: str, name: Optional[str] = None) -> pa.Table:
+    """DuckDB's ``iceberg_scan`` of the table's current metadata file (its location from the
+    catalog, through pyiceberg), over S3 through httpfs."""
+    props, name = _props_and_name(catalog, name)
+    location = load(props, name).load_table(table).metadata_location
+    con = duckdb_connect(props)
+    try:
+        escaped = location.replace("'", "''")
+        return con.execute(f"SELECT * FROM iceberg_scan('{escaped}')").to_arrow_table()
+    except Exception as exc:
+        raise RuntimeError(_mask(f"DuckDB's iceberg_scan of {location} failed: {exc}", props)) from None
+    finally:
+        con.close()
+
+
+# -- Spark -------------------------------------------------------------------------------------
+
+
+def spark_catalog_conf(catalog: Catalogish, name: Optional[str] = None) -> Dict[str, str]:
+    """``spark.sql.catalog.<name>.*`` settings that make the same catalog a Spark catalog of
+    Iceberg's ``SparkCatalog``: ``type=rest`` (SigV4 with the ``client.*`` keys) or
+    ``type=jdbc`` (the same PostgreSQL database), ``S3FileIO`` on the same S3 server, and no
+    table cache (every read sees the current snapshot)."""
+    props, name = _props_and_name(catalog, name)
+    prefix = f"spark.sql.catalog.{name}"
+    conf = {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.warehouse": props["warehouse"],
+        f"{prefix}.cache-enabled": "false",
+        f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{prefix}.s3.endpoint": props["s3.endpoint"],
+        f"{prefix}.s3.path-style-access": props.get("s3.path-style-access", "true"),
+        f"{prefix}.s3.access-key-id": props.get("s3.access-key-id") or props["client.access-key-id"],
+        f"{prefix}.s3.secret-access-key": props.get("s3.secret-access-key") or props["client.secret-access-key"],
+        f"{prefix}.client.region": props.get("s3.region") or props["client.region"],
+    }
+    kind = props.get("type", "rest")
+    if kind == "rest":
+        conf.update({f"{prefix}.type": "rest", f"{prefix}.uri": props["uri"]})
+        if props.get("rest.sigv4-enabled", "false").lower() == "true":
+            conf.update(
+                {
+                    f"{prefix}.rest.sigv4-enabled": "true",
+                    f"{prefix}.rest.signing-name": props.get("rest.signing-name", "execute-api"),
+                    f"{prefix}.rest.signing-region": props.get("rest.signing-region") or props["client.region"],
+                    f"{prefix}.rest.access-key-id": props["client.access-key-id"],
+                    f"{prefix}.rest.secret-access-key": props["client.secret-access-key"],
+                }
+            )
+    elif kind == "sql" and props["uri"].startswith("postgresql"):
+        from sqlalchemy.engine import make_url
+
+        url = make_url(props["uri"])
+        conf.update(
+            {
+                f"{prefix}.type": "jdbc",
+                f"{prefix}.uri": f"jdbc:postgresql://{url.host}:{url.port or 5432}/{url.database}",
+                f"{prefix}.jdbc.user": url.username or "",
+                # read only: never create or migrate pyiceberg's tables
+                f"{prefix}.jdbc.init-catalog-tables": "false",
+            }
+        )
+        if url.password:
+            conf[f"{prefix}.jdbc.password"] = url.password
+    else:
+        raise ValueError(f"Spark reads REST and PostgreSQL SQL catalogs here, not {redacted(props)!r}")
+    return conf
+
+
+def read_spark(spark_or_factory: Any, catalog: Catalogish, table: str, name: Optional[str] = None) -> pa.Table:
+    """Spark's read of the table through the same catalog (:func:`spark_catalog_conf`), as Arrow
+    (timestamps in UTC). ``spark_or_factory``: a :class:`SparkIceberg` worker, a classic
+    ``SparkSession`` with the Iceberg jars, or a callable returning either."""
+    props, name = _props_and_name(catalog, name)
+    spark = spark_or_factory
+    if callable(spark) and not hasattr(spark, "read_table") and not hasattr(spark, "newSession"):
+        spark = spark()
+    conf = spark_catalog_conf(props, name)
+    ident = f"`{name}`.{table}"
+    if hasattr(spark, "read_table"):
+        return spark.read_table(conf, ident)
+    try:
+        session = spark.newSession()
+        for key, value in conf.items():
+            session.conf.set(key, value)
+        return session.table(ident).toArrow()
+    except Exception as exc:
+        raise RuntimeError(_mask(f"Spark's read of {ident} failed: {exc}", conf)) from None
+
+
+class SparkSetupError(RuntimeError):
+    """Spark's Iceberg reader is missing (run ``make runners``) or did not start."""
+
+
+def spark_iceberg_paths(cache: Optional[str] = None) -> Tuple[str, List[str]]:
+    """(the pyspark 4.1 directory to put first on the worker's path, the Iceberg jars), from the
+    runners' cache that ``scripts/fetch-runners.sh`` fills."""
+    cache = cache or os.environ.get("BEAM_S3_SINK_CACHE") or os.path.expanduser("~/.cache/beam-s3-sink")
+    python, lib = os.path.join(cache, "pyspark-4.1"), os.path.join(cache, "iceberg", "lib")
+    jars = sorted(glob.glob(os.path.join(lib, "*.jar")))
+    missing = []
+    if not (os.path.exists(os.path.join(python, ".stamp")) and os.path.isdir(os.path.join(python, "pyspark"))):
+        missing.append(f"pyspark {SPARK_VERSION} in {python}")
+    names = " ".join(os.path.basename(j) for j in jars)
+    if not os.path.exists(os.path.join(cache, "iceberg", ".stamp")) or not all(
+        f"{a}-{ICEBERG_JAVA_VERSION}.jar" in names for a in ("iceberg-spark-runtime-4.1_2.13", "iceberg-aws-bundle")
+    ):
+        missing.append(f"the Iceberg {ICEBERG_JAVA_VERSION} jars in {lib}")
+    if missing:
+        raise SparkSetupError(
+            f"Spark's Iceberg reader is not fetched ({'; '.join(missing)}): run `make runners` "
+            "(scripts/fetch-runners.sh)"
+        )
+    return python, jars
+
+
+class SparkIceberg:
+    """Spark's Iceberg reader in a worker process: pyspark 4.1 with Iceberg's runtime, one local
+    Spark for its whole life. Requests and answers are JSON lines on its stdin and a pipe of its
+    own; each table comes back as an Arrow IPC file. Its log (Spark's included) is ``log_path``.
+    """
+
+    def __init__(self, log_dir: Optional[str] = None, timeout: float = 180.0) -> None:
+        python, jars = spark_iceberg_paths()
+        self.log_path = os.path.join(log_dir or tempfile.mkdtemp(prefix="spark-iceberg-"), "spark-iceberg.log")
+        self._dir = tempfile.mkdtemp(prefix="spark-iceberg-io-")
+        self._lock = threading.Lock()
+        read_fd, write_fd = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([python] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env["SPARK_HOME"] = os.path.join(python, "pyspark")
+        env.pop("PYSPARK_SUBMIT_ARGS", None)
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--spark-worker", str(write_fd), json.dumps(jars)],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
+        os.close(write_fd)
+        self._answers = os.fdopen(read_fd, "r", encoding="utf-8")
+        try:
+            hello = self._answer(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.spark_version = hello.get("spark")
+        self.started_in = time.monotonic() - started
+
+    def _answer(self, timeout: float) -> Dict[str, Any]:
+        result: List[str] = []
+        reader = threading.Thread(target=lambda: result.append(self._answers.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if not result or not result[0]:
+            state = "did not answer" if reader.is_alive() else f"exited ({self.process.poll()})"
+            raise SparkSetupError(f"Spark's Iceberg reader {state}; its log's tail:\n{self.log_tail()}")
+        return json.loads(result[0])
+
+    def read_table(self, conf: Mapping[str, str], ident: str, timeout: float = 300.0) -> pa.Table:
+        """``spark.table(ident).toArrow()`` in a new session configured with ``conf``."""
+        out = os.path.join(self._dir, f"{uuid.uuid4().hex}.arrow")
+        with self._lock:
+            if self.process.poll() is not None:
+                raise SparkSetupError(f"Spark's Iceberg reader exited ({self.process.returncode}):\n{self.log_tail()}")
+            assert self.process.stdin is not None
+            self.process.stdin.write((json.dumps({"conf": dict(conf), "table": ident, "out": out}) + "\n").encode())
+            self.process.stdin.flush()
+            answer = self._answer(timeout)
+        if "error" in answer:
+            raise RuntimeError(_mask(f"Spark's read of {ident} failed: {answer['error']}", conf))
+        try:
+            with pa.memory_map(out) as source:
+                return pa.ipc.open_file(source).read_all()
+        finally:
+            os.unlink(out)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                assert self.process.stdin is not None
+                self.process.stdin.close()
+                self.process.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait(10)
+        self._answers.close()
+        import shutil
+
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _spark_worker(answer_fd: int, jars: List[str]) -> None:
+    """The worker's loop (run by :class:`SparkIceberg` with pyspark 4.1 first on its path)."""
+    answers = os.fdopen(answer_fd, "w", encoding="utf-8")
+
+    def send(message: Dict[str, Any]) -> None:
+        answers.write(json.dumps(message) + "\n")
+        answers.flush()
+
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("beam-s3-sink-iceberg-reader")
+        .config("spark.jars", ",".join(jars))
+        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    send({"spark": spark.version})
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            session = spark.newSession()
+            for key, value in request["conf"].items():
+                session.conf.set(key, value)
+            table = session.table(request["table"]).toArrow()
+            with pa.OSFile(request["out"], "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+            send({"rows": table.num_rows})
+        except Exception as exc:  # noqa: BLE001 - reported to the test, which raises it
+            send({"error": f"{type(exc).__name__}: {str(exc)[:4000]}"})
+    spark.stop()
+
+
+def factory(make: Callable[[], Any]) -> Callable[[], Any]:
+    """A callable that makes its value once, on first call (a lazy Spark for ``read_spark``)."""
+    made: List[Any] = []
+
+    def get() -> Any:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--spark-worker":
+    _spark_worker(int(sys.argv[2]), json.loads(sys.argv[3]))
