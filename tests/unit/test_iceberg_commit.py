@@ -1,0 +1,502 @@
+"""iceberg_commit: schemas, data files and the one-snapshot commit, on pyiceberg's SQL catalog
+(SQLite) with a file:// warehouse in tmp_path. Data files are real Parquet written with
+file_schema(); their statistics come from the footer, as the package computes them."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import logging
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.transforms import DayTransform
+from pyiceberg.types import LongType, NestedField, TimestampType
+
+from beam_s3_sink.formats.stats import parquet_footer_stats
+from beam_s3_sink.iceberg_commit import (
+    SINK_ID_PROPERTY,
+    UNIT_PROPERTY,
+    CommitConflictError,
+    TableFile,
+    check_schema,
+    commit,
+    committed_snapshot,
+    data_file,
+    file_schema,
+    iceberg_schema,
+    referenced_paths,
+)
+
+UTC = datetime.timezone.utc
+PARTITION_BY = ("region", "n", "day")
+ARROW = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("small", pa.int32()),
+        ("f", pa.float64()),
+        ("flag", pa.bool_()),
+        ("name", pa.string()),
+        ("amount", pa.decimal128(12, 2)),
+        ("ts", pa.timestamp("us")),
+        ("tstz", pa.timestamp("us", tz="UTC")),
+        ("tags", pa.list_(pa.string())),
+        ("s", pa.struct([("x", pa.int32()), ("y", pa.string())])),
+        ("region", pa.string()),
+        ("n", pa.int32()),
+        ("day", pa.date32()),
+    ]
+)
+
+
+def rows(region: str, n: int, day: datetime.date, ids: Sequence[int]) -> pa.Table:
+    """Rows of one partition: every column varies, and each has a null (but the partition's)."""
+    out: List[Dict[str, Any]] = []
+    for i in ids:
+        null = i % 4 == 3
+        out.append(
+            {
+                "id": i,
+                "small": None if null else -i,
+                "f": None if null else (float("inf") if i % 5 == 4 else i / 3),
+                "flag": None if null else i % 2 == 0,
+                "name": None if null else f"name {i:03d} that is longer than sixteen",
+                "amount": None if null else decimal.Decimal(i * 125) / 100,
+                "ts": None if null else datetime.datetime(2024, 1, 1, 12) + datetime.timedelta(minutes=i),
+                "tstz": None if null else datetime.datetime(2024, 6, 1, tzinfo=UTC) + datetime.timedelta(seconds=i),
+                "tags": None if null else [f"t{i}", None][: 1 + i % 2],
+                "s": None if null else {"x": i, "y": None if i % 2 else f"y{i}"},
+                "region": region,
+                "n": n,
+                "day": day,
+            }
+        )
+    return pa.Table.from_pylist(out, ARROW)
+
+
+D1, D2 = datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)
+
+
+@pytest.fixture
+def catalog(tmp_path) -> SqlCatalog:
+    (tmp_path / "warehouse").mkdir()
+    catalog = SqlCatalog("test", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
+    catalog.create_namespace("ns")
+    return catalog
+
+
+def make_table(catalog: SqlCatalog, name: str = "t", partition_by=PARTITION_BY, **properties: str) -> Table:
+    schema, spec = iceberg_schema(ARROW, partition_by)
+    return catalog.create_table(f"ns.{name}", schema=schema, partition_spec=spec, properties=properties)
+
+
+def write(table: Table, name: str, data: pa.Table, partition: Sequence[tuple] = ()) -> TableFile:
+    """A Parquet data file under the table's location, as the upload step writes one."""
+    uri = f"{table.location()}/data/{name}.parquet"
+    path = uri[len("file://") :]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(data.cast(file_schema(table.schema())), path)
+    metadata = pq.ParquetFile(path).metadata
+    return TableFile(uri, metadata.num_rows, os.path.getsize(path), parquet_footer_stats(metadata), tuple(partition))
+
+
+def part(region: str, n: int, day: datetime.date) -> tuple:
+    return (("region", region), ("n", n), ("day", day))
+
+
+def read(table: Table) -> List[Dict[str, Any]]:
+    return table.scan().to_arrow().sort_by("id").to_pylist()
+
+
+def expected(*tables: pa.Table) -> List[Dict[str, Any]]:
+    return pa.concat_tables(tables).sort_by("id").to_pylist()
+
+
+def sink_snapshots(table: Table) -> List[str]:
+    return [s.summary[SINK_ID_PROPERTY] for s in table.snapshots() if s.summary is not None]
+
+
+# -- schemas ---------------------------------------------------------------------------------
+
+
+def test_iceberg_schema_ids_are_those_the_catalog_assigns(catalog):
+    schema, spec = iceberg_schema(ARROW, PARTITION_BY)
+    table = catalog.create_table("ns.t", schema=schema, partition_spec=spec)
+    assert table.schema().as_struct() == schema.as_struct()  # field ids, names, types, nullability
+    assert [(f.source_id, f.field_id, str(f.transform), f.name) for f in table.spec().fields] == [
+        (schema.find_field(name).field_id, 1000 + i, "identity", name) for i, name in enumerate(PARTITION_BY)
+    ]
+    assert [str(schema.find_type(c)) for c in ("amount", "ts", "tstz", "tags", "day")] == [
+        "decimal(12, 2)",
+        "timestamp",
+        "timestamptz",
+        "list<string>",
+        "date",
+    ]
+
+
+@pytest.mark.parametrize(
+    "partition_by, message",
+    [
+        (["nope"], "partition column 'nope' is not a column"),
+        (["tags"], "partition column 'tags' has type list<string>"),
+        (["day", "day"], "partition column 'day' is given twice"),
+    ],
+)
+def test_iceberg_schema_refuses_a_bad_partition_column(partition_by, message):
+    with pytest.raises(ValueError, match=message):
+        iceberg_schema(ARROW, partition_by)
+
+
+def test_iceberg_schema_names_a_column_without_iceberg_type():
+    with pytest.raises(ValueError, match="column 'ns': Arrow type timestamp\\[ns\\] has no Iceberg type"):
+        iceberg_schema(pa.schema([("a", pa.int64()), ("ns", pa.timestamp("ns"))]))
+
+
+def test_file_schema_puts_field_ids_on_every_field(catalog, tmp_path):
+    table = make_table(catalog)
+    data_file_ = write(table, "f", rows("eu", 1, D1, [1, 2]))
+    written = pq.read_schema(data_file_.uri[len("file://") :])
+    ids = {name: table.schema().find_field(name).field_id for name in ("id", "tags", "tags.element", "s", "s.x")}
+    assert written.field("id").metadata[b"PARQUET:field_id"] == str(ids["id"]).encode()
+    assert written.field("tags").metadata[b"PARQUET:field_id"] == str(ids["tags"]).encode()
+    assert written.field("tags").type.value_field.metadata[b"PARQUET:field_id"] == str(ids["tags.element"]).encode()
+    assert written.field("s").type.field("x").metadata[b"PARQUET:field_id"] == str(ids["s.x"]).encode()
+    assert written.field("name").type == pa.string() and pa.types.is_list(written.field("tags").type)  # not large_
+
+
+def test_check_schema_accepts_the_same_and_iceberg_promotions():
+    schema, _ = iceberg_schema(pa.schema([("l", pa.int64()), ("d", pa.float64()), ("dec", pa.decimal128(12, 2))]))
+    check_schema(
+        schema, pa.schema([("dec", pa.decimal128(12, 2)), ("l", pa.int64()), ("d", pa.float64())])
+    )  # any order
+    check_schema(schema, pa.schema([("l", pa.int32()), ("d", pa.float32()), ("dec", pa.decimal128(10, 2))]))
+    check_schema(
+        schema,
+        pa.schema([pa.field("l", pa.int64(), nullable=False), ("d", pa.float64()), ("dec", pa.decimal128(12, 2))]),
+    )
+    large = pa.schema([("name", pa.large_string()), ("tags", pa.large_list(pa.string()))])
+    check_schema(iceberg_schema(pa.schema([("name", pa.string()), ("tags", pa.list_(pa.string()))]))[0], large)
+    check_schema(iceberg_schema(ARROW)[0], ARROW)
+
+
+@pytest.mark.parametrize(
+    "arrow, message",
+    [
+        (pa.schema([("l", pa.int64())]), "column 'st' \\(struct<.*>\\) of the table is missing from the copy"),
+        (
+            pa.schema([("l", pa.int64()), ("st", pa.struct([("x", pa.int32())])), ("extra", pa.string())]),
+            "column 'extra' \\(string\\) of the copy is not in the table",
+        ),
+        (
+            pa.schema([("l", pa.string()), ("st", pa.struct([("x", pa.int32())]))]),
+            "column 'l' is long in the table, string \\(Arrow string\\) in the copy",
+        ),
+        (
+            pa.schema([("l", pa.int64()), ("st", pa.struct([("x", pa.float64())]))]),
+            "column 'st.x' is int in the table, double in the copy",
+        ),
+        (
+            pa.schema([("l", pa.int64()), ("st", pa.struct([("x", pa.int32()), ("z", pa.int32())]))]),
+            "column 'st.z' \\(int\\) of the copy is not in the table",
+        ),
+        (
+            pa.schema([("l", pa.int64()), ("st", pa.struct([("x", pa.int64())]))]),
+            "column 'st.x' is int in the table, long in the copy",  # no narrowing
+        ),
+        (
+            pa.schema([("l", pa.int64()), ("st", pa.struct([("x", pa.int32())]))]),
+            "column 'l' is required \\(long\\) in the table, nullable in the copy",
+        ),
+        (
+            pa.schema([("l", pa.timestamp("ns")), ("st", pa.struct([("x", pa.int32())]))]),
+            "column 'l': Arrow type timestamp\\[ns\\] has no Iceberg type",
+        ),
+    ],
+)
+def test_check_schema_names_the_column_and_both_types(arrow, message):
+    table_schema = iceberg_schema(
+        pa.schema([pa.field("l", pa.int64(), nullable=False), ("st", pa.struct([("x", pa.int32())]))])
+    )[0]
+    if "nullable" not in message:  # each case has one problem: l non-nullable, as the table's
+        arrow = arrow.set(0, arrow.field(0).with_nullable(False))
+    with pytest.raises(ValueError, match=message) as raised:
+        check_schema(table_schema, arrow)
+    assert "; " not in str(raised.value)  # one problem, said once
+
+
+def test_check_schema_lists_element_nullability_and_types():
+    table_schema = iceberg_schema(pa.schema([("tags", pa.list_(pa.field("element", pa.int64(), nullable=False)))]))[0]
+    check_schema(table_schema, pa.schema([("tags", pa.list_(pa.field("item", pa.int32(), nullable=False)))]))
+    with pytest.raises(
+        ValueError, match="column 'tags.element' is required \\(long\\) in the table, nullable in the copy"
+    ):
+        check_schema(table_schema, pa.schema([("tags", pa.list_(pa.int64()))]))
+    with pytest.raises(ValueError, match="column 'tags.element' is long in the table, string in the copy"):
+        check_schema(table_schema, pa.schema([("tags", pa.list_(pa.field("e", pa.string(), nullable=False)))]))
+
+
+# -- files -----------------------------------------------------------------------------------
+
+
+def files_by_path(table: Table) -> Dict[str, Dict[str, Any]]:
+    return {row["file_path"]: row for row in table.inspect.files().to_pylist()}
+
+
+def test_data_file_statistics_are_those_add_files_computes(catalog):
+    """Every statistic a commit stores equals what pyiceberg's add_files reads from the footer,
+    but the value counts of list elements (left out) and the column sizes and split offsets,
+    which the package does not collect."""
+    ours, theirs = make_table(catalog, "ours"), make_table(catalog, "theirs")
+    batches = [rows("eu", 1, D1, range(0, 10)), rows("us", 2, D2, range(10, 14))]
+    files = [
+        write(ours, f"f{i}", b, part(r, n, d))
+        for i, (b, (r, n, d)) in enumerate(zip(batches, [("eu", 1, D1), ("us", 2, D2)]))
+    ]
+    commit(ours, files, "append", sink_id="s1")
+    theirs.add_files([f.uri for f in files])
+
+    mine, pyiceberg_s = files_by_path(ours), files_by_path(theirs)
+    assert set(mine) == set(pyiceberg_s) == {f.uri for f in files}
+    element_id = ours.schema().find_field("tags.element").field_id
+    for path, row in mine.items():
+        other = pyiceberg_s[path]
+        for key in ("content", "file_format", "spec_id", "partition", "record_count", "file_size_in_bytes"):
+            assert row[key] == other[key], key
+        for key in ("null_value_counts", "lower_bounds", "upper_bounds"):
+            assert row[key] and row[key] == other[key], key
+        assert dict(row["value_counts"]) == {k: v for k, v in other["value_counts"] if k != element_id}
+        assert row["readable_metrics"] == {
+            column: {
+                **metrics,
+                "column_size": None,
+                "value_count": None if column == "tags.element" else metrics["value_count"],
+            }
+            for column, metrics in other["readable_metrics"].items()
+        }
+    strings = mine[files[0].uri]["readable_metrics"]["name"]
+    assert (strings["lower_bound"], strings["upper_bound"]) == ("name 000 that is", "name 009 that it")  # truncate(16)
+    assert mine[files[0].uri]["readable_metrics"]["f"]["upper_bound"] == float("inf")
+    assert read(ours) == read(theirs) == expected(*batches)
+
+
+def test_bounds_left_out_when_the_statistics_lack_them(catalog):
+    table = make_table(catalog)
+    long_text = rows("eu", 1, D1, [0, 1]).set_column(4, "name", pa.array(["x" * 70, "y" * 70]))
+    f = write(table, "long", long_text, part("eu", 1, D1))
+    name_id = table.schema().find_field("name").field_id
+    df = data_file(table, f)
+    assert name_id not in df.lower_bounds and name_id not in df.upper_bounds and df.null_value_counts[name_id] == 0
+    unusable = TableFile(
+        f.uri,
+        f.rows,
+        f.bytes,
+        tuple(s if s.column != "id" else type(s)("id", 0, "x", 2.5) for s in f.stats),
+        f.partition,
+    )
+    id_id = table.schema().find_field("id").field_id
+    df = data_file(table, unusable)
+    assert id_id not in df.lower_bounds and id_id not in df.upper_bounds
+
+
+def test_partition_values_plain_or_python(catalog):
+    table = make_table(catalog)
+    f = write(table, "f", rows("eu", 7, D2, [1]), part("eu", 7, D2))
+    as_text = TableFile(f.uri, f.rows, f.bytes, f.stats, (("day", "2024-01-02"), ("region", "eu"), ("n", 7)))
+    assert data_file(table, f).partition == data_file(table, as_text).partition
+    assert list(data_file(table, f).partition) == ["eu", 7, (D2 - datetime.date(1970, 1, 1)).days]
+    with pytest.raises(ValueError, match="no value for partition column 'day'"):
+        data_file(table, TableFile(f.uri, 1, 1, (), (("region", "eu"), ("n", 7))))
+
+
+def test_a_non_identity_partition_is_refused(catalog):
+    schema = Schema(NestedField(1, "ts", TimestampType()), NestedField(2, "v", LongType()))
+    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=DayTransform(), name="ts_day"))
+    table = catalog.create_table("ns.days", schema=schema, partition_spec=spec)
+    with pytest.raises(ValueError, match="partition field 'ts_day' is day\\(ts\\)"):
+        data_file(table, TableFile("file:///x.parquet", 1, 1, (), (("ts", datetime.datetime(2024, 1, 1)),)))
+
+
+# -- the commit ------------------------------------------------------------------------------
+
+
+def test_modes_append_append_overwrite_overwrite_partitions(catalog):
+    table = make_table(catalog)
+    a = rows("eu", 1, D1, range(0, 4))
+    b = rows("us", 2, D2, range(4, 8))
+    c = rows("eu", 1, D1, range(8, 10))
+    d = rows("us", 2, D2, range(10, 12))
+    e = rows("eu", 1, D1, range(12, 13))
+    fa, fb = write(table, "a", a, part("eu", 1, D1)), write(table, "b", b, part("us", 2, D2))
+    fc, fd = write(table, "c", c, part("eu", 1, D1)), write(table, "d", d, part("us", 2, D2))
+    fe = write(table, "e", e, part("eu", 1, D1))
+
+    first = commit(table, [fa], "append", sink_id="s1")
+    assert read(table) == expected(a)
+    second = commit(table, [fb], "append", sink_id="s2")
+    assert read(table) == expected(a, b)
+    assert referenced_paths(table) == {fa.uri, fb.uri}
+
+    third = commit(table, [fc, fd], "overwrite", sink_id="s3")
+    assert read(table) == expected(c, d) and referenced_paths(table) == {fc.uri, fd.uri}
+
+    fourth = commit(table, [fe], "overwrite_partitions", sink_id="s4")
+    assert read(table) == expected(d, e)  # eu/1/D1 replaced, us/2/D2 kept
+    assert referenced_paths(table) == {fd.uri, fe.uri}
+
+    snapshots = table.snapshots()
+    assert [s.snapshot_id for s in snapshots] == [first, second, third, fourth]  # one snapshot per commit
+    assert [s.summary.operation.value for s in snapshots] == ["append", "append", "overwrite", "overwrite"]
+    assert sink_snapshots(table) == ["s1", "s2", "s3", "s4"]
+    assert [s.summary["added-data-files"] for s in snapshots] == ["1", "1", "2", "1"]
+    assert [s.summary["deleted-data-files"] for s in snapshots] == [None, None, "2", "1"]
+    assert table.current_snapshot().snapshot_id == fourth
+
+
+def test_overwrite_partitions_of_an_unpartitioned_table_replaces_it(catalog):
+    table = make_table(catalog, partition_by=())
+    a, b = rows("eu", 1, D1, [1, 2]), rows("us", 2, D2, [3])
+    commit(table, [write(table, "a", a)], "append", sink_id="s1")
+    commit(table, [write(table, "b", b)], "overwrite_partitions", sink_id="s2")
+    assert read(table) == expected(b)
+
+
+def test_summary_names_the_sink_and_the_unit(catalog):
+    table = make_table(catalog)
+    a = rows("eu", 1, D1, [1])
+    snapshot_id = commit(table, [write(table, "a", a, part("eu", 1, D1))], "append", sink_id="copy-7", unit="w1/p0")
+    summary = table.snapshot_by_id(snapshot_id).summary
+    assert (summary[SINK_ID_PROPERTY], summary[UNIT_PROPERTY]) == ("copy-7", "w1/p0")
+    assert committed_snapshot(table, "copy-7", "w1/p0").snapshot_id == snapshot_id
+    assert committed_snapshot(table, "copy-7") is None  # a bounded copy of that id is another thing
+    assert committed_snapshot(table, "copy-7", "w2/p0") is None
+    assert committed_snapshot(table, "copy-8", "w1/p0") is None
+
+    plain = commit(table, [], "append", sink_id="copy-9")
+    assert UNIT_PROPERTY not in table.snapshot_by_id(plain).summary.additional_properties
+    assert committed_snapshot(table, "copy-9").snapshot_id == plain
+
+
+def test_a_rerun_commits_nothing_and_reports_the_snapshot(catalog):
+    table = make_table(catalog)
+    a, b = rows("eu", 1, D1, [1, 2]), rows("us", 2, D2, [3])
+    fa = write(table, "a", a, part("eu", 1, D1))
+    first = commit(table, [fa], "append", sink_id="s1")
+    commit(table, [write(table, "b", b, part("us", 2, D2))], "append", sink_id="s2")
+
+    again = catalog.load_table("ns.t")
+    assert committed_snapshot(again, "s1").snapshot_id == first  # not the current snapshot: walks them all
+    assert commit(again, [fa], "append", sink_id="s1") == first
+    assert commit(again, [fa], "overwrite", sink_id="s1") == first
+    assert len(again.snapshots()) == 2 and read(again) == expected(a, b)
+
+
+def test_no_files_still_commits_one_snapshot(catalog):
+    table = make_table(catalog)
+    a, b = rows("eu", 1, D1, [1, 2]), rows("us", 2, D2, [3])
+    commit(table, [write(table, "a", a, part("eu", 1, D1)), write(table, "b", b, part("us", 2, D2))], "append", "s1")
+
+    empty_append = commit(table, [], "append", sink_id="s2")  # adds nothing, records the copy
+    assert table.current_snapshot().snapshot_id == empty_append and read(table) == expected(a, b)
+    empty_partitions = commit(table, [], "overwrite_partitions", sink_id="s3")  # wrote no partition: removes none
+    assert table.current_snapshot().snapshot_id == empty_partitions and read(table) == expected(a, b)
+    empty_overwrite = commit(table, [], "overwrite", sink_id="s4")  # empties the table
+    assert table.current_snapshot().snapshot_id == empty_overwrite
+    assert read(table) == [] and referenced_paths(table) == set()
+    assert sink_snapshots(table) == ["s1", "s2", "s3", "s4"]
+
+
+def test_an_empty_first_commit(catalog):
+    table = make_table(catalog)
+    snapshot_id = commit(table, [], "overwrite", sink_id="s1")
+    assert table.current_snapshot().snapshot_id == snapshot_id and read(table) == []
+    assert referenced_paths(table) == set()
+
+
+@pytest.mark.parametrize("pyiceberg_retries", [None, "0"], ids=["pyiceberg-retries", "our-retries-alone"])
+def test_two_appends_from_tables_loaded_before_either_commit_both_land(catalog, caplog, pyiceberg_retries):
+    properties = {} if pyiceberg_retries is None else {"commit.retry.num-retries": pyiceberg_retries}
+    make_table(catalog, **properties)
+    one, two = catalog.load_table("ns.t"), catalog.load_table("ns.t")
+    a, b = rows("eu", 1, D1, [1, 2]), rows("us", 2, D2, [3])
+    fa, fb = write(one, "a", a, part("eu", 1, D1)), write(two, "b", b, part("us", 2, D2))
+    with caplog.at_level(logging.WARNING):
+        first = commit(one, [fa], "append", sink_id="s1")
+        second = commit(two, [fb], "append", sink_id="s2")  # its base is stale: a conflict, then a retry
+    table = catalog.load_table("ns.t")
+    assert [s.snapshot_id for s in table.snapshots()] == [first, second]
+    assert read(table) == expected(a, b) and referenced_paths(table) == {fa.uri, fb.uri}
+    if pyiceberg_retries == "0":
+        assert "commit of sink s2 (attempt 1 of 5) lost to a concurrent commit" in caplog.text
+
+
+@pytest.mark.parametrize("pyiceberg_retries", [None, "0"], ids=["pyiceberg-retries", "our-retries-alone"])
+def test_an_overwrite_that_loses_the_race_to_an_append_removes_its_files_too(catalog, pyiceberg_retries):
+    properties = {} if pyiceberg_retries is None else {"commit.retry.num-retries": pyiceberg_retries}
+    make_table(catalog, **properties)
+    base = catalog.load_table("ns.t")
+    a = rows("eu", 1, D1, [1])
+    commit(base, [write(base, "a", a, part("eu", 1, D1))], "append", sink_id="s0")
+
+    appender, overwriter = catalog.load_table("ns.t"), catalog.load_table("ns.t")
+    b, c = rows("us", 2, D2, [2]), rows("eu", 1, D1, [3])
+    fb, fc = write(appender, "b", b, part("us", 2, D2)), write(overwriter, "c", c, part("eu", 1, D1))
+    commit(appender, [fb], "append", sink_id="s1")
+    commit(overwriter, [fc], "overwrite", sink_id="s2")  # planned on the snapshot before s1's
+    table = catalog.load_table("ns.t")
+    assert sink_snapshots(table) == ["s0", "s1", "s2"]
+    assert read(table) == expected(c) and referenced_paths(table) == {fc.uri}  # ordered after the append
+
+
+def test_overwrite_partitions_that_loses_the_race_recomputes_its_partitions(catalog):
+    make_table(catalog, **{"commit.retry.num-retries": "0"})
+    late, early = catalog.load_table("ns.t"), catalog.load_table("ns.t")
+    a, b = rows("eu", 1, D1, [1]), rows("eu", 1, D1, [2])
+    commit(early, [write(early, "a", a, part("eu", 1, D1))], "append", sink_id="s1")
+    commit(late, [write(late, "b", b, part("eu", 1, D1))], "overwrite_partitions", sink_id="s2")
+    assert read(catalog.load_table("ns.t")) == expected(b)
+
+
+def test_gives_up_after_max_attempts_with_a_clear_error(catalog, monkeypatch):
+    table = make_table(catalog, **{"commit.retry.num-retries": "0"})
+    calls = []
+
+    def conflict(*args, **kwargs):
+        calls.append(1)
+        raise CommitFailedException("Requirement failed: branch main has changed")
+
+    monkeypatch.setattr(catalog, "commit_table", conflict)
+    f = write(table, "a", rows("eu", 1, D1, [1]), part("eu", 1, D1))
+    with pytest.raises(
+        CommitConflictError, match="the append of sink s1 \\(1 files\\) did not commit in 3 attempts"
+    ) as e:
+        commit(table, [f], "append", sink_id="s1", max_attempts=3)
+    assert "branch main has changed" in str(e.value) and isinstance(e.value.__cause__, CommitFailedException)
+    assert len(calls) == 3
+    monkeypatch.undo()
+    assert catalog.load_table("ns.t").snapshots() == []
+
+
+def test_bad_arguments(catalog):
+    table = make_table(catalog)
+    with pytest.raises(ValueError, match="unknown mode 'upsert': one of append, overwrite, overwrite_partitions"):
+        commit(table, [], "upsert", sink_id="s1")
+    with pytest.raises(ValueError, match="max_attempts must be at least 1"):
+        commit(table, [], "append", sink_id="s1", max_attempts=0)
+
+
+def test_importing_the_module_needs_no_pyiceberg():
+    code = "import sys; sys.modules['pyiceberg'] = None; import beam_s3_sink, beam_s3_sink.iceberg_commit"
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    )
