@@ -18,12 +18,14 @@ from .cleanup import AbortReport, abort_copy
 from .config import S3Config
 from .errors import CommittedCopyError, CopyToS3Error
 from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat, TextFormat
+from .iceberg import CopyToIceberg
 from .object_settings import ObjectSettings
 from .results import CopiedFile, CopyToResult
 from .transform import CopyToS3
 
 __all__ = [
     "CopyToS3",
+    "CopyToIceberg",
     "CopyToResult",
     "CopiedFile",
     "CopyToS3Error",

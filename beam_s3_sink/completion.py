@@ -97,12 +97,12 @@ class _CompleteFn(_S3DoFn):
 
     def __init__(self, settings: WriteSettings, fail_on_error: bool) -> None:
         super().__init__(settings.config)
-        self._keys = settings.keys
-        self._format = settings.format
-        self._schema = settings.schema
+        self._settings = settings
         self._fail_on_error = fail_on_error
 
     def process(self, report: UploadReport, init: InitOutcome) -> Iterable[CopyToResult]:
+        settings = init.settings or self._settings  # a table's, decided by its initialization
+        self._keys, self._format, self._schema = settings.keys, settings.format, settings.schema
         try:
             yield from self._finish(report, init)
         finally:
@@ -118,7 +118,7 @@ class _CompleteFn(_S3DoFn):
                 committed = self._commit(report, init)
             except ReplaceError as exc:  # committed: keep the new copy, leave the sentinel
                 error = str(exc)
-            except S3RequestError as exc:
+            except CopyToS3Error as exc:  # an S3 request, or a table's commit
                 error = f"completing the copy failed: {exc}"
                 self._abandon(report.files, delete_completed=True)
             else:
@@ -135,17 +135,22 @@ class _CompleteFn(_S3DoFn):
 
     # success ----------------------------------------------------------------------------
     def _commit(self, report: UploadReport, init: InitOutcome) -> CopyToResult:
-        keys, bucket = self._keys, self._keys.location.bucket
-        files: Sequence[PendingFile] = report.files
-        copied: List[CopiedFile] = []
+        """Complete every reported upload, abort every other of the copy, then publish."""
+        keys, files = self._keys, report.files
         if files:
             with ThreadPoolExecutor(self._config.max_concurrency) as pool:
                 list(pool.map(self._complete, files))
-            copied = [CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes, f.stats) for f in files]
-        else:
-            copied = [self._write_empty_file()]
-        copied.sort(key=lambda f: f.uri)
+        copied = sorted(
+            (CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes, f.stats) for f in files), key=lambda f: f.uri
+        )
         warnings = list(init.warnings) + abort_uploads(self._client, keys, {(f.key, f.upload_id) for f in files})[1]
+        return self._publish(copied, init, warnings)
+
+    def _publish(self, copied: List[CopiedFile], init: InitOutcome, warnings: List[str]) -> CopyToResult:
+        """Make the completed files the copy (the one step a table target replaces): here the
+        manifest, the replaced objects deleted, the claim released, the sentinel deleted."""
+        keys, bucket = self._keys, self._keys.location.bucket
+        copied = copied or [self._write_empty_file()]
         result = CopyToResult(
             uri=keys.location.uri,
             sink_id=keys.sink_id,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -97,11 +98,15 @@ class Layout:
             segments.append(f"{escape_path_name(name)}={_text(value)}")
         return "/".join(segments)
 
-    def file_row(self, row: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``row`` as the files store it (without the partition columns, unless kept)."""
-        if self.keep_partition_columns or not self.partition_by:
-            return row
-        return {k: v for k, v in row.items() if k not in self.partition_by}
+    def values(self, key: str) -> Tuple[Tuple[str, Optional[str]], ...]:
+        """The partition values (as text; None for NULL) that a data file's key names.
+
+        >>> Layout(partition_by=("day",)).values("p/day=a%2Fb/ID-0001.parquet")
+        (('day', 'a/b'),)
+        """
+        segments = dict(s.split("=", 1) for s in key.split("/")[:-1] if "=" in s)
+        found = {unquote(k): unquote(v) for k, v in segments.items()}
+        return tuple((n, None if found[n] == DEFAULT_PARTITION else found[n]) for n in self.partition_by)
 
 
 def _typed(value: Any, name: str, typ: pa.DataType) -> Any:

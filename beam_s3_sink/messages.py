@@ -53,3 +53,6 @@ class InitOutcome:
     # releases it), "relist" (the store ignores If-None-Match: completion re-checks the
     # sentinels before committing), or "" (if_exists="append": no guard).
     guard: str = ""
+    # A table target's write settings, decided by its initialization (the table's location,
+    # the field ids of its schema); None: the settings the transform was built with.
+    settings: Any = None

@@ -41,6 +41,7 @@ class CopyToResult:
       dry_run: ``validate_only=True``: nothing was written; ``rows`` is the rows checked.
       invalid_rows, invalid: (dry run) how many rows would fail, and the first ones with
         their position and the reason.
+      snapshot_id: a table target's snapshot that holds the copy (``CopyToIceberg``).
     """
 
     uri: str
@@ -54,6 +55,7 @@ class CopyToResult:
     dry_run: bool = False
     invalid_rows: int = 0
     invalid: Tuple[str, ...] = ()
+    snapshot_id: Optional[int] = None
 
     @property
     def ok(self) -> bool:

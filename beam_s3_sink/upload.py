@@ -61,12 +61,13 @@ class _WriteFn(_S3DoFn):
         if init.error is not None or init.done is not None:
             return
         key, blobs = element
+        settings = init.settings or self._settings
         if not self._grouped:
             if self._bundle_writer is None:
-                self._bundle_writer = self._writer(key)
+                self._bundle_writer = self._writer(key, settings)
             self._bundle_writer.add_blob(blobs)
             return
-        writer = self._writer(key)
+        writer = self._writer(key, settings)
         for blob in blobs:
             writer.add_blob(blob)
             if writer.error is not None:
@@ -78,15 +79,15 @@ class _WriteFn(_S3DoFn):
             yield WindowedValue(self._finish(self._bundle_writer), GlobalWindow().max_timestamp(), [GlobalWindow()])
             self._bundle_writer = None
 
-    def _writer(self, key: Key) -> FileWriter:
-        keys, extension = self._settings.keys, self._settings.format.extension
+    def _writer(self, key: Key, settings: WriteSettings) -> FileWriter:
+        keys, extension = settings.keys, settings.format.extension
         if isinstance(key, int):
             name = lambda directory, number: keys.batch_file(key, number, extension, directory)  # noqa: E731
         else:
             token = new_token()
             name = lambda directory, number: keys.data_file(token, number, extension, directory)  # noqa: E731
         assert self._pool is not None, "setup() makes the pools"
-        return FileWriter(self._client, self._pool, self._settings, name, self._count_file, self._encode_pool)
+        return FileWriter(self._client, self._pool, settings, name, self._count_file, self._encode_pool)
 
     def _finish(self, writer: FileWriter) -> UploadReport:
         report = writer.finish()

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_input import conform
 from .batches import BATCH_BYTES, HANDLED, Batcher, BlobError, decode_blob, split_runs
 from .config import S3Config
 from .errors import EncodeError, RowError
@@ -174,6 +175,8 @@ class FileWriter:
         if self.error is not None or not batch.num_rows:
             return
         try:
+            if batch.schema is not self._settings.schema and not batch.schema.equals(self._settings.schema):
+                batch = conform(batch, self._settings.schema)  # a table's types (int into long)
             if not self._layout.partition_by:
                 self._encode(self._sequence(""), [batch])
                 return

@@ -55,18 +55,17 @@ def test_no_partitions():
     layout = Layout()
     assert layout.directory({"id": 1}, SCHEMA) == ""
     assert layout.file_schema(SCHEMA) is SCHEMA
-    row = {"id": 1}
-    assert layout.file_row(row) is row
+    assert layout.values("p/ID-0001.csv") == ()
 
 
 def test_partition_columns_leave_the_files_unless_kept():
     dropped = Layout(partition_by="country")  # a bare string is one column
     assert dropped.partition_by == ("country",)
     assert "country" not in dropped.file_schema(SCHEMA).names
-    assert dropped.file_row({"id": 1, "country": "FR"}) == {"id": 1}
+    assert dropped.values("p/country=FR/ID-0001.csv") == (("country", "FR"),)
+    assert dropped.values("p/country=__HIVE_DEFAULT_PARTITION__/ID-0001.csv") == (("country", None),)
     kept = Layout(partition_by=("country",), keep_partition_columns=True)
     assert kept.file_schema(SCHEMA) == SCHEMA
-    assert kept.file_row({"id": 1, "country": "FR"}) == {"id": 1, "country": "FR"}
 
 
 def test_file_schema_keeps_metadata():

@@ -1,0 +1,328 @@
+"""``CopyToIceberg``: the same three steps as ``CopyToS3``, into an Apache Iceberg table.
+
+Initialization loads the catalog (pyiceberg), creates a missing table from the copy's schema
+(identity partitions on ``partition_by``) or checks that the existing one accepts it, reports
+an earlier snapshot of this sink id again (a rerun commits nothing), removes what a crashed run
+of this sink id left under the table's ``data/`` (pending uploads; files it completed but never
+committed), and hands the upload step the table's write settings (its location, its schema with
+Iceberg field ids). Parquet files are uploaded as for ``CopyToS3`` and not completed; completion
+completes them and commits exactly one snapshot that adds them (:mod:`.iceberg_commit`), with
+the sink id in its summary. A copy that fails leaves the table's current snapshot unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.pvalue import AsList, AsSingleton, PCollection
+
+from .cleanup import abort_uploads
+from .clients import _S3DoFn
+from .completion import MergeReports, _CompleteFn
+from .config import S3Config, resolve_config
+from .errors import CopyToS3Error
+from .formats import ParquetFormat
+from .keys import CopyKeys, S3Location, new_sink_id, parse_s3_uri, validate_sink_id
+from .layout import Layout
+from .messages import InitOutcome
+from .results import CopiedFile, CopyToResult
+from .s3 import call, list_keys
+from .schema import resolve_schema
+from .transform import DEFAULT_MAX_FILE_SIZE, MIN_FILE_SIZE, _one_window, _Upload, parse_size, upload_graph
+from .validate import validate_rows
+from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
+
+__all__ = ["CopyToIceberg", "MODES"]
+
+_log = logging.getLogger(__name__)
+MODES = ("append", "overwrite", "overwrite_partitions")
+SECRET_PROPERTIES = ("secret", "token", "credential", "password")
+"""Catalog properties whose names hold one of these are secrets: never shown."""
+
+
+class CopyToIceberg(beam.PTransform):
+    """Copy a bounded PCollection into an Apache Iceberg table as one snapshot; output exactly
+    one :class:`~beam_s3_sink.CopyToResult` (with ``snapshot_id``).
+
+    >>> copy = CopyToIceberg("analytics.orders", catalog={"type": "sql", "uri": "sqlite:///cat.db"},
+    ...                      mode="append", schema=pa.schema([("id", pa.int64())]))
+    >>> copy.sink_id.startswith("copy-")
+    True
+
+    Args:
+      table: ``"namespace.table"`` (the namespace may have dots: the last part is the table).
+      catalog: pyiceberg catalog properties (``{"type": "rest", "uri": ...}``, ``{"type":
+        "sql", "uri": "sqlite:///..." or "postgresql+psycopg://..."}``, ``s3.*`` settings, and
+        ``"name"``: the catalog's name, default ``"default"``, which a SQL catalog keeps its
+        tables under), or a catalog name pyiceberg resolves (``.pyiceberg.yaml``, environment).
+      mode: ``"append"``, ``"overwrite"`` (one snapshot that replaces every data file) or
+        ``"overwrite_partitions"`` (replaces the data files of the partitions the copy wrote).
+      schema, partition_by, max_file_size, sink_id, errors, fail_on_error, validate_only,
+        max_open_files, upload_graph: as for :class:`~beam_s3_sink.CopyToS3`.
+      s3: an :class:`S3Config` for the data files; default: made from the catalog's ``s3.*``
+        properties when it has them, else the pipeline's S3Options, else boto3's chain.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        catalog: Union[str, Mapping[str, Any]],
+        mode: str = "append",
+        schema: Optional[pa.Schema] = None,
+        partition_by: Sequence[str] = (),
+        max_file_size: Union[int, str] = DEFAULT_MAX_FILE_SIZE,
+        sink_id: Optional[str] = None,
+        s3: Optional[S3Config] = None,
+        errors: Optional[PCollection] = None,
+        fail_on_error: bool = True,
+        validate_only: bool = False,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+        upload_graph: str = "auto",
+        label: Optional[str] = None,
+    ) -> None:
+        super().__init__(label)
+        if not isinstance(table, str) or "." not in table.strip(".") or "" in table.split("."):
+            raise ValueError(f"CopyToIceberg: table must be 'namespace.table', got {table!r}")
+        if mode not in MODES:
+            raise ValueError(f"CopyToIceberg: mode must be one of {list(MODES)}, got {mode!r}")
+        if not isinstance(catalog, (str, Mapping)):
+            raise TypeError(
+                f"CopyToIceberg: catalog must be a name or a dict of properties, got {type(catalog).__name__}"
+            )
+        self._table = table
+        self._catalog = Catalog(catalog if isinstance(catalog, str) else tuple(sorted(catalog.items())))
+        self._mode = mode
+        self._schema = schema
+        self._layout = Layout((partition_by,) if isinstance(partition_by, str) else tuple(partition_by), True)
+        self._max_file_size = parse_size(max_file_size)
+        if self._max_file_size < MIN_FILE_SIZE:
+            raise ValueError(f"CopyToIceberg: max_file_size must be at least {MIN_FILE_SIZE} bytes")
+        self._sink_id = validate_sink_id(sink_id) if sink_id is not None else new_sink_id()
+        self._s3, self._errors, self._fail_on_error = s3, errors, bool(fail_on_error)
+        self._validate_only, self._max_open_files, self._upload_graph = (
+            bool(validate_only),
+            max_open_files,
+            upload_graph,
+        )
+
+    @property
+    def sink_id(self) -> str:
+        """The id that names this copy's files and its snapshot."""
+        return self._sink_id
+
+    def default_label(self) -> str:
+        return f"CopyToIceberg({self._table})"
+
+    def expand(self, rows: PCollection) -> PCollection:
+        rows = _one_window(rows, "input")
+        schema = resolve_schema(self._schema, rows.element_type)
+        fmt = ParquetFormat(types="exact")
+        fmt.check_schema(schema)
+        self._layout.check(schema)
+        config = self._s3 or self._catalog.s3_config() or resolve_config(None, rows.pipeline.options)
+        # Where the files go is the table's, known once initialization has loaded it.
+        placeholder = CopyKeys(S3Location("iceberg-table", self._table.replace(".", "/")), self._sink_id)
+        settings = WriteSettings(
+            placeholder, config, fmt, schema, self._max_file_size, self._layout, self._max_open_files
+        )
+        if self._validate_only:
+            return rows | "Validate" >> validate_rows(settings)
+        errors = self._errors
+        errors = (
+            rows.pipeline | "NoUpstreamErrors" >> beam.Create([])
+            if errors is None
+            else _one_window(errors, "errors", "ErrorsInGlobalWindow")
+        )
+        init = (
+            rows.pipeline
+            | "Initialize" >> beam.Create([None])
+            | "LoadTable" >> beam.ParDo(_TableInitFn(self._table, self._catalog, settings), AsList(errors))
+        )
+        graph = upload_graph(rows.pipeline, self._upload_graph)
+        reports = rows | "Upload" >> _Upload(settings, graph, None, init)
+        return (
+            reports
+            | "Merge" >> beam.CombineGlobally(MergeReports())
+            | "Commit"
+            >> beam.ParDo(
+                _TableCompleteFn(settings, self._fail_on_error, self._table, self._catalog, self._mode),
+                AsSingleton(init),
+            )
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Catalog:
+    """A pyiceberg catalog: a name pyiceberg resolves, or its properties. Its ``repr`` shows no
+    secret (``s3.secret-access-key``, ``credential``, ``token``...).
+
+    >>> Catalog((("type", "sql"), ("s3.secret-access-key", "s3cr3t")))
+    Catalog(type='sql', s3.secret-access-key='***')
+    """
+
+    spec: Union[str, tuple]
+
+    def __repr__(self) -> str:
+        if isinstance(self.spec, str):
+            return f"Catalog({self.spec!r})"
+        shown = ", ".join(f"{k}={'***' if _secret(k) else repr(v)}" for k, v in self.spec)
+        return f"Catalog({shown})"
+
+    def load(self) -> Any:
+        """The pyiceberg catalog (on the worker)."""
+        from pyiceberg.catalog import load_catalog
+
+        if isinstance(self.spec, str):
+            return load_catalog(self.spec)
+        props = dict(self.spec)
+        return load_catalog(props.pop("name", "default"), **props)
+
+    def s3_config(self) -> Optional[S3Config]:
+        """An :class:`S3Config` from the catalog's ``s3.*`` properties, if it has any."""
+        props: Dict[str, Any] = {} if isinstance(self.spec, str) else dict(self.spec)
+        if not any(k.startswith("s3.") for k in props):
+            return None
+        return S3Config(
+            endpoint_url=props.get("s3.endpoint"),
+            region_name=props.get("s3.region") or props.get("client.region"),
+            access_key_id=props.get("s3.access-key-id"),
+            secret_access_key=props.get("s3.secret-access-key"),
+            session_token=props.get("s3.session-token"),
+            path_style=str(props.get("s3.path-style-access", "")).lower() == "true" or None,
+        )
+
+
+def _secret(name: str) -> bool:
+    return any(word in name.lower() for word in SECRET_PROPERTIES)
+
+
+def _load_table(name: str, catalog: Catalog, schema: pa.Schema, layout: Layout) -> Any:
+    """The table, created from ``schema`` (and its namespace) when missing."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+
+    from .iceberg_commit import iceberg_schema
+
+    loaded = catalog.load()
+    namespace = tuple(name.split(".")[:-1])
+    try:
+        return loaded.load_table(name)
+    except NoSuchTableError:
+        pass
+    try:
+        loaded.create_namespace(namespace)
+    except NamespaceAlreadyExistsError:
+        pass
+    table_schema, spec = iceberg_schema(schema, layout.partition_by)
+    try:
+        return loaded.create_table(name, schema=table_schema, partition_spec=spec)
+    except TableAlreadyExistsError:  # another copy created it meanwhile
+        return loaded.load_table(name)
+
+
+def _data_keys(table: Any, sink_id: str) -> CopyKeys:
+    location = table.location().rstrip("/")
+    if location.startswith("s3a://") or location.startswith("s3n://"):
+        location = "s3://" + location.split("://", 1)[1]
+    return CopyKeys(parse_s3_uri(f"{location}/data"), sink_id)
+
+
+class _TableInitFn(_S3DoFn):
+    """Step 1 for a table: load or create it, check it, clean up; emits one :class:`InitOutcome`."""
+
+    def __init__(self, name: str, catalog: Catalog, settings: WriteSettings) -> None:
+        super().__init__(settings.config)
+        self._name, self._catalog, self._settings = name, catalog, settings
+
+    def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
+        for error in errors:
+            yield InitOutcome(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
+            return
+        try:
+            yield self._initialize()
+        except (CopyToS3Error, ValueError) as exc:
+            yield InitOutcome(error=f"table {self._name}: {exc}")
+        except Exception as exc:  # pyiceberg's and the catalog's own errors: name the table, no secret
+            yield InitOutcome(error=f"table {self._name} in catalog {self._catalog!r}: {type(exc).__name__}: {exc}")
+        finally:
+            self._count_retries()
+
+    def _initialize(self) -> InitOutcome:
+        from .iceberg_commit import check_schema, committed_snapshot, file_schema
+
+        settings = self._settings
+        table = _load_table(self._name, self._catalog, settings.schema, settings.layout)
+        check_schema(table.schema(), settings.schema)
+        keys = _data_keys(table, settings.keys.sink_id)
+        done = committed_snapshot(table, keys.sink_id)
+        if done is not None:
+            _log.info("copy %s into %s committed snapshot %s already", keys.sink_id, self._name, done.snapshot_id)
+            return InitOutcome(done=_result_of(table, keys, done))
+        bucket = keys.location.bucket
+        warnings = abort_uploads(self._client, keys)[1]
+        leftovers = [o["Key"] for o in list_keys(self._client, bucket, keys.data_prefix) if keys.is_data_file(o["Key"])]
+        for key in leftovers:  # completed by a crashed run, never committed: no snapshot has them
+            call(self._client, "DeleteObject", bucket, key)
+        table_settings = dataclasses.replace(
+            settings, keys=keys, schema=_with_field_ids(settings.schema, file_schema(table.schema()))
+        )
+        return InitOutcome(warnings=tuple(warnings), settings=table_settings)
+
+
+def _with_field_ids(schema: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
+    """``table_schema`` (the table's Arrow types, with field ids), nullable where ``schema`` is."""
+    return pa.schema([table_schema.field(f.name).with_nullable(f.nullable) for f in schema])
+
+
+def _result_of(table: Any, keys: CopyKeys, snapshot: Any) -> CopyToResult:
+    """The result of an earlier commit of this sink id, from its snapshot."""
+    summary = snapshot.summary
+    files = []
+    for entry in table.inspect.files().to_pylist() if table.current_snapshot() is not None else []:
+        path = entry["file_path"]
+        if keys.is_data_file(keys.location.bucket and path.split(f"s3://{keys.location.bucket}/", 1)[-1]):
+            files.append(CopiedFile(path, entry["record_count"], entry["file_size_in_bytes"]))
+    return CopyToResult(
+        uri=keys.location.uri,
+        sink_id=keys.sink_id,
+        rows=int(summary["added-records"] or 0),
+        bytes=int(summary["added-files-size"] or 0),
+        files=tuple(sorted(files, key=lambda f: f.uri)),
+        snapshot_id=snapshot.snapshot_id,
+    )
+
+
+class _TableCompleteFn(_CompleteFn):
+    """Step 3 for a table: the uploads completed as for ``CopyToS3``, then one snapshot."""
+
+    def __init__(self, settings: WriteSettings, fail_on_error: bool, name: str, catalog: Catalog, mode: str) -> None:
+        super().__init__(settings, fail_on_error)
+        self._name, self._catalog, self._mode = name, catalog, mode
+
+    def _publish(self, copied: List[CopiedFile], init: InitOutcome, warnings: List[str]) -> CopyToResult:
+        from .iceberg_commit import TableFile, commit
+
+        keys, layout = self._keys, init.settings.layout
+        files = [TableFile(f.uri, f.rows, f.bytes, tuple(f.stats), layout.values(f.uri)) for f in copied]
+        try:
+            table = self._catalog.load().load_table(self._name)
+            snapshot_id = commit(table, files, self._mode, keys.sink_id)
+        except CopyToS3Error:
+            raise
+        except Exception as exc:  # the catalog's: the files are completed, so completion deletes them
+            raise CopyToS3Error(f"committing to table {self._name} failed: {type(exc).__name__}: {exc}") from exc
+        _log.info(
+            "copy %s into %s: snapshot %s, %d rows", keys.sink_id, self._name, snapshot_id, sum(f.rows for f in copied)
+        )
+        return CopyToResult(
+            uri=keys.location.uri,
+            sink_id=keys.sink_id,
+            rows=sum(f.rows for f in copied),
+            bytes=sum(f.bytes for f in copied),
+            files=tuple(copied),
+            warnings=tuple(warnings),
+            snapshot_id=snapshot_id,
+        )
