@@ -7,6 +7,7 @@ import decimal
 
 import apache_beam as beam
 import pyarrow as pa
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_s3_sink import CopyToIceberg
@@ -85,3 +86,69 @@ def test_append_twice_then_rerun_then_overwrite(tmp_path, s3_config, s3_client, 
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(10))
     assert table.current_snapshot().summary["beam-s3-sink.sink-id"] == "three"
     assert pending_uploads(s3_client, bucket) == []
+
+
+def test_overwrite_partitions_replaces_only_the_partitions_written(tmp_path, s3_config, bucket):
+    from pyiceberg.catalog import load_catalog
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    rows = [make_row(i) for i in range(300)]  # days 1, 2 and 3 of January
+    kwargs = dict(table="sales.by_day", catalog=catalog, schema=SCHEMA, partition_by=["day"])
+    first = run_table_copy(rows, tmp_path, sink_id="all", **kwargs)
+    assert first.ok and len(first.files) == 3, first
+    day2 = [dict(make_row(i), id=10_000 + i) for i in range(30) if make_row(i)["day"].day == 2]
+    again = run_table_copy(day2, tmp_path, sink_id="day2", mode="overwrite_partitions", **kwargs)
+    assert again.ok, again.error
+    read = load_catalog("default", **catalog).load_table("sales.by_day").scan().to_arrow().to_pylist()
+    kept = [r for r in rows if r["day"].day != 2]
+    assert sorted(r["id"] for r in read) == sorted([r["id"] for r in kept] + [r["id"] for r in day2])
+
+
+def test_a_failed_copy_leaves_the_table_unchanged_and_its_rerun_is_exact(tmp_path, s3_config, s3_client, bucket):
+    from pyiceberg.catalog import load_catalog
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    good = [make_row(i) for i in range(200)]
+    kwargs = dict(table="sales.failing", catalog=catalog, schema=SCHEMA)
+    assert run_table_copy(good, tmp_path, sink_id="base", **kwargs).ok
+    before = load_catalog("default", **catalog).load_table("sales.failing").current_snapshot().snapshot_id
+    bad = good + [dict(make_row(999), amount="not a number")]
+    failed = run_table_copy(bad, tmp_path, sink_id="next", fail_on_error=False, **kwargs)
+    assert not failed.ok and "amount" in failed.error, failed.error
+    table = load_catalog("default", **catalog).load_table("sales.failing")
+    assert table.current_snapshot().snapshot_id == before and table.scan().to_arrow().num_rows == 200
+    assert pending_uploads(s3_client, bucket) == []
+    rerun = run_table_copy(good[:50], tmp_path, sink_id="next", **kwargs)
+    assert rerun.ok and rerun.rows == 50
+    assert load_catalog("default", **catalog).load_table("sales.failing").scan().to_arrow().num_rows == 250
+
+
+def test_a_copy_that_does_not_fit_the_table_fails_before_any_upload(tmp_path, s3_config, s3_client, bucket):
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    assert run_table_copy([make_row(1)], tmp_path, sink_id="one", table="sales.fit", catalog=catalog, schema=SCHEMA).ok
+    other = pa.schema([("id", pa.int64()), ("name", pa.int32())])
+    failed = run_table_copy(
+        [{"id": 1, "name": 2}],
+        tmp_path,
+        sink_id="two",
+        table="sales.fit",
+        catalog=catalog,
+        schema=other,
+        fail_on_error=False,
+    )
+    assert not failed.ok and "'name'" in failed.error and "string" in failed.error and "int" in failed.error
+    assert "amount" in failed.error, "a column of the table that the copy lacks is named too"
+    assert pending_uploads(s3_client, bucket) == []
+
+
+def test_bad_arguments_fail_when_the_pipeline_is_built_and_secrets_never_show(tmp_path, s3_config, bucket):
+    from apache_beam.transforms.display import DisplayData
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    with pytest.raises(ValueError, match="namespace.table"):
+        CopyToIceberg("orders", catalog=catalog)
+    with pytest.raises(ValueError, match="mode"):
+        CopyToIceberg("sales.orders", catalog=catalog, mode="upsert")
+    copy = CopyToIceberg("sales.orders", catalog=catalog, schema=SCHEMA)
+    shown = repr(copy._catalog) + str(DisplayData.create_from(copy).items)
+    assert s3_config.secret_access_key not in shown and "***" in repr(copy._catalog)
