@@ -202,10 +202,10 @@ def start_seaweedfs(timeout: float = 60.0, table_buckets: Sequence[str] = ()) ->
         _wait_for_s3(server, timeout)
         if table_buckets:
             _wait_for_table_buckets(server, table_buckets, timeout)
-    except BaseException:
+    except BaseException as exc:
         tail = _tail(log_path)
         server.stop()
-        raise RuntimeError(f"SeaweedFS did not start ({' '.join(args[1:4])} ...): {tail}") from None
+        raise RuntimeError(f"SeaweedFS did not start ({' '.join(args[1:4])} ...): {exc}\n{tail}") from None
     server.started_in = time.monotonic() - started
     return server
 
@@ -259,7 +259,7 @@ def _wait_for_table_buckets(server: S3Server, names: Sequence[str], timeout: flo
         if server.process.poll() is not None:
             raise RuntimeError(f"weed exited with code {server.process.returncode}")
         try:
-            arns = {b["name"]: b["arn"] for b in client.list_table_buckets()["tableBuckets"]}
+            arns = {b["name"]: b["arn"] for b in client.list_table_buckets().get("tableBuckets", [])}
             last = f"table buckets {sorted(arns)}"
             if all(name in arns for name in names):
                 urllib.request.urlopen(server.extra["iceberg_uri"] + "/v1/config", timeout=2).close()

@@ -181,3 +181,52 @@ def test_duckdb_loads_iceberg_from_the_wheels(iceberg_sqlite):
         con.close()
     assert {"httpfs", "avro", "iceberg"} <= set(loaded), loaded
     assert settings == {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
+
+
+def test_rest_table_bucket_takes_only_table_files(iceberg_rest):
+    """What SeaweedFS (4.48) lets the S3 API write in an S3 Tables bucket, which a table target's
+    uploads must fit: under ``<table location>/data/`` (or ``metadata/``) keys ending ``.parquet``,
+    ``.avro``, ``.orc`` or with no extension, by PutObject (If-None-Match honoured) or multipart
+    upload; any other key (a ``.json`` manifest, a ``.csv``, anything outside data/ and
+    metadata/) is AccessDenied. Listing and deleting under data/ work."""
+    from botocore.exceptions import ClientError
+
+    catalog = iceberg_rest.load()
+    namespace = f"ground_{uuid.uuid4().hex[:8]}"
+    catalog.create_namespace(namespace)
+    table = catalog.create_table(f"{namespace}.files", schema=iceberg_schema())
+    bucket, _, prefix = table.location().removeprefix("s3://").partition("/")
+    assert bucket == "iceberg-tables" and prefix == f"{namespace}/files"
+    s3 = iceberg_rest.s3.make_client()
+
+    def put(key: str, **kwargs) -> str:
+        try:
+            s3.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=b"x", **kwargs)
+            return "ok"
+        except ClientError as exc:
+            return exc.response["Error"]["Code"]
+
+    key = f"{prefix}/data/day=2024-01-02/part-00000.parquet"
+    upload = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    etag = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=b"PAR1")["ETag"]
+    assert [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix + "/").get("Uploads", [])] == [key]
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]}
+    )
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"PAR1"
+
+    assert [put("data/_ID-INCOMPLETE"), put("data/_CLAIM", IfNoneMatch="*"), put("data/_CLAIM", IfNoneMatch="*")] == [
+        "ok",
+        "ok",
+        "PreconditionFailed",
+    ]
+    assert {k: put(k) for k in ("data/a.avro", "data/a.orc", "data/_ID-manifest.json", "data/a.csv", "_CLAIM")} == {
+        "data/a.avro": "ok",
+        "data/a.orc": "ok",
+        "data/_ID-manifest.json": "AccessDenied",
+        "data/a.csv": "AccessDenied",
+        "_CLAIM": "AccessDenied",
+    }
+    s3.delete_object(Bucket=bucket, Key=f"{prefix}/data/_CLAIM")
+    listed = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/data/").get("Contents", [])}
+    assert listed == {key} | {f"{prefix}/data/{k}" for k in ("_ID-INCOMPLETE", "a.avro", "a.orc")}
