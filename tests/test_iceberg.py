@@ -50,12 +50,12 @@ def sqlite_catalog(tmp_path, s3_config, bucket) -> dict:
     }
 
 
-def run_table_copy(rows, tmp_path, **kwargs):
+def run_table_copy(rows, tmp_path, args=None, **kwargs):
     import pickle
 
     out = tmp_path / f"result-{kwargs.get('sink_id', 'x')}.pickle"
     out.write_bytes(b"")
-    with beam.Pipeline(options=PipelineOptions(["--runner=FnApiRunner"])) as p:
+    with beam.Pipeline(options=PipelineOptions(args or ["--runner=FnApiRunner"])) as p:
         result = p | beam.Create(rows) | CopyToIceberg(**kwargs)
         result | beam.Map(_write_pickle, str(out))
     with open(out, "rb") as f:
@@ -152,3 +152,22 @@ def test_bad_arguments_fail_when_the_pipeline_is_built_and_secrets_never_show(tm
     copy = CopyToIceberg("sales.orders", catalog=catalog, schema=SCHEMA)
     shown = repr(copy._catalog) + str(DisplayData.create_from(copy).items)
     assert s3_config.secret_access_key not in shown and "***" in repr(copy._catalog)
+
+
+def test_the_contract_on_every_runner(runner, tmp_path, s3_config, s3_client, bucket):
+    """One snapshot with every row once, partitioned; a rerun commits nothing."""
+    from pyiceberg.catalog import load_catalog
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    rows = [make_row(i) for i in range(3000)]
+    kwargs = dict(table="runs.orders", catalog=catalog, schema=SCHEMA, partition_by=["day"], sink_id="run")
+    first = run_table_copy(rows, tmp_path, args=runner, **kwargs)
+    assert first.ok and first.rows == 3000, first.error
+    table = load_catalog("default", **catalog).load_table("runs.orders")
+    assert len(table.snapshots()) == 1
+    read = table.scan().to_arrow().sort_by("id").to_pylist()
+    assert read == sorted(rows, key=lambda r: r["id"])
+    again = run_table_copy(rows, tmp_path, args=runner, **kwargs)
+    assert again.snapshot_id == first.snapshot_id
+    assert len(load_catalog("default", **catalog).load_table("runs.orders").snapshots()) == 1
+    assert pending_uploads(s3_client, bucket) == []
