@@ -18,7 +18,7 @@ from .cleanup import AbortReport, abort_copy
 from .config import S3Config
 from .errors import CommittedCopyError, CopyToS3Error
 from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat, TextFormat
-from .iceberg import CopyToIceberg
+from .iceberg import CopyToIceberg, abort_table_copy
 from .object_settings import ObjectSettings
 from .results import CopiedFile, CopyToResult
 from .transform import CopyToS3
@@ -37,6 +37,7 @@ __all__ = [
     "TextFormat",
     "JsonlFormat",
     "abort_copy",
+    "abort_table_copy",
     "AbortReport",
     "CommittedCopyError",
 ]

@@ -20,11 +20,11 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.pvalue import AsList, AsSingleton, PCollection
 
-from .cleanup import abort_uploads
+from .cleanup import AbortReport, abort_uploads
 from .clients import _S3DoFn
 from .completion import MergeReports, _CompleteFn
 from .config import S3Config, resolve_config
-from .errors import CopyToS3Error
+from .errors import CommittedCopyError, CopyToS3Error
 from .formats import ParquetFormat
 from .keys import CopyKeys, S3Location, new_sink_id, parse_s3_uri, validate_sink_id
 from .layout import Layout
@@ -36,7 +36,7 @@ from .transform import DEFAULT_MAX_FILE_SIZE, MIN_FILE_SIZE, _one_window, _Uploa
 from .validate import validate_rows
 from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
 
-__all__ = ["CopyToIceberg", "MODES"]
+__all__ = ["CopyToIceberg", "MODES", "abort_table_copy"]
 
 _log = logging.getLogger(__name__)
 MODES = ("append", "overwrite", "overwrite_partitions")
@@ -278,13 +278,14 @@ def _with_field_ids(schema: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
 
 
 def _result_of(table: Any, keys: CopyKeys, snapshot: Any) -> CopyToResult:
-    """The result of an earlier commit of this sink id, from its snapshot."""
-    summary = snapshot.summary
-    files = []
-    for entry in table.inspect.files().to_pylist() if table.current_snapshot() is not None else []:
-        path = entry["file_path"]
-        if keys.is_data_file(keys.location.bucket and path.split(f"s3://{keys.location.bucket}/", 1)[-1]):
-            files.append(CopiedFile(path, entry["record_count"], entry["file_size_in_bytes"]))
+    """The result of an earlier commit of this sink id, from its snapshot and the files of it
+    that the table still holds."""
+    summary, head = snapshot.summary, f"s3://{keys.location.bucket}/"
+    files = [
+        CopiedFile(f["file_path"], f["record_count"], f["file_size_in_bytes"])
+        for f in (table.inspect.files().to_pylist() if table.current_snapshot() is not None else [])
+        if f["file_path"].startswith(head) and keys.is_data_file(f["file_path"][len(head) :])
+    ]
     return CopyToResult(
         uri=keys.location.uri,
         sink_id=keys.sink_id,
@@ -293,6 +294,37 @@ def _result_of(table: Any, keys: CopyKeys, snapshot: Any) -> CopyToResult:
         files=tuple(sorted(files, key=lambda f: f.uri)),
         snapshot_id=snapshot.snapshot_id,
     )
+
+
+def abort_table_copy(
+    table: str, catalog: Union[str, Mapping[str, Any]], sink_id: str, s3: Optional[S3Config] = None
+) -> AbortReport:
+    """Remove what copy ``sink_id`` into ``table`` left (``beam-s3-copy --abort ID --table``):
+    its pending uploads, and the files it completed but never committed. A committed copy is
+    refused: its files are the table's.
+
+    Raises :class:`~beam_s3_sink.CommittedCopyError` when a snapshot of ``sink_id`` exists.
+    """
+    from .iceberg_commit import committed_snapshot, referenced_paths
+
+    spec = Catalog(catalog if isinstance(catalog, str) else tuple(sorted(catalog.items())))
+    loaded = spec.load().load_table(table)
+    keys = _data_keys(loaded, validate_sink_id(sink_id))
+    done = committed_snapshot(loaded, sink_id)
+    if done is not None:
+        raise CommittedCopyError(
+            f"copy {sink_id!r} into {table} committed snapshot {done.snapshot_id}: its files are the table's"
+        )
+    client = (s3 or spec.s3_config() or S3Config()).make_client()
+    bucket, keep = keys.location.bucket, referenced_paths(loaded)
+    aborted = [(keys.location.object_uri(k), u) for k, u in abort_uploads(client, keys, strict=True)[0]]
+    deleted = []
+    for item in list_keys(client, bucket, keys.data_prefix):
+        uri = keys.location.object_uri(item["Key"])
+        if keys.is_data_file(item["Key"]) and uri not in keep:
+            call(client, "DeleteObject", bucket, item["Key"])
+            deleted.append(uri)
+    return AbortReport(keys.location.uri, sink_id, tuple(deleted), tuple(aborted))
 
 
 class _TableCompleteFn(_CompleteFn):

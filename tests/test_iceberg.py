@@ -171,3 +171,61 @@ def test_the_contract_on_every_runner(runner, tmp_path, s3_config, s3_client, bu
     assert again.snapshot_id == first.snapshot_id
     assert len(load_catalog("default", **catalog).load_table("runs.orders").snapshots()) == 1
     assert pending_uploads(s3_client, bucket) == []
+
+
+def test_files_a_crashed_copy_completed_are_deleted_by_its_rerun_or_by_abort(tmp_path, s3_config, s3_client, bucket):
+    """A crash between completing the uploads and the commit leaves files no snapshot has: the
+    rerun deletes them (and commits its own), ``abort_table_copy`` removes them; never both."""
+    from pyiceberg.catalog import load_catalog
+
+    from beam_s3_sink import CommittedCopyError
+    from beam_s3_sink.iceberg import abort_table_copy
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    kwargs = dict(table="sales.crash", catalog=catalog, schema=SCHEMA)
+    assert run_table_copy([make_row(1)], tmp_path, sink_id="base", **kwargs).ok
+    table = load_catalog("default", **catalog).load_table("sales.crash")
+    prefix = table.location().split(f"s3://{bucket}/", 1)[1] + "/data"
+    orphan = f"{prefix}/crashed-0123456789abcdef-0001.parquet"
+    s3_client.put_object(Bucket=bucket, Key=orphan, Body=b"completed, never committed")
+    s3_client.create_multipart_upload(Bucket=bucket, Key=f"{prefix}/crashed-0123456789abcdef-0002.parquet")
+    report = abort_table_copy("sales.crash", catalog, "crashed")
+    assert report.deleted == (f"s3://{bucket}/{orphan}",) and len(report.aborted) == 1
+    assert pending_uploads(s3_client, bucket) == []
+    with pytest.raises(CommittedCopyError):
+        abort_table_copy("sales.crash", catalog, "base")
+
+    s3_client.put_object(Bucket=bucket, Key=orphan, Body=b"completed, never committed")
+    rerun = run_table_copy([make_row(i) for i in range(2, 12)], tmp_path, sink_id="crashed", **kwargs)
+    assert rerun.ok and rerun.rows == 10
+    keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
+    assert orphan not in keys
+    table = load_catalog("default", **catalog).load_table("sales.crash")
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(1, 12))
+
+
+def test_two_copies_appending_at_once_both_commit(tmp_path, s3_config, bucket):
+    """Both commit (the loser re-reads the metadata and retries): the rows are the sum."""
+    import threading
+
+    from pyiceberg.catalog import load_catalog
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    kwargs = dict(table="sales.race", catalog=catalog, schema=SCHEMA)
+    assert run_table_copy([make_row(0)], tmp_path, sink_id="create", **kwargs).ok
+    results = {}
+
+    def copy(name: str, start: int) -> None:
+        rows = [make_row(i) for i in range(start, start + 1000)]
+        results[name] = run_table_copy(rows, tmp_path, sink_id=name, **kwargs)
+
+    threads = [threading.Thread(target=copy, args=(n, s)) for n, s in (("a", 1000), ("b", 2000))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results["a"].ok and results["b"].ok, results
+    table = load_catalog("default", **catalog).load_table("sales.race")
+    ids = sorted(table.scan().to_arrow().column("id").to_pylist())
+    assert ids == [0, *range(1000, 3000)]
+    assert {s.summary["beam-s3-sink.sink-id"] for s in table.snapshots()} == {"create", "a", "b"}
