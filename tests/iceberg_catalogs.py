@@ -18,8 +18,8 @@ tests' S3 servers, and three real engines reading their tables back.
                                          (type=rest with SigV4, or type=jdbc on the same PostgreSQL
                                          database), S3FileIO on the same S3 server
 
-Each reader takes an :class:`IcebergCatalog` or a props mapping (then ``name=`` is the catalog's
-name, :data:`CATALOG_NAME` by default). The name matters for the SQL catalogs: pyiceberg's
+Each reader takes an :class:`IcebergCatalog` or a props mapping (then ``name=``, or a ``"name"``
+key of the props, is the catalog's name, :data:`CATALOG_NAME` by default). The name matters for the SQL catalogs: pyiceberg's
 SqlCatalog and Iceberg's JdbcCatalog key every row of ``iceberg_tables`` and
 ``iceberg_namespace_properties`` by catalog name, so a table written through a catalog loaded
 as ``"default"`` is found only through a catalog of that name.
@@ -185,9 +185,12 @@ def rest_catalog(uri: str, warehouse: str, s3: Mapping[str, str], name: str = CA
 
 
 def _props_and_name(catalog: Catalogish, name: Optional[str]) -> Tuple[Dict[str, str], str]:
+    """(props, name): ``name=`` wins, then the catalog's own, then a ``"name"`` key of the props
+    (as CopyToIceberg's ``catalog=`` takes it), then :data:`CATALOG_NAME`."""
     if isinstance(catalog, IcebergCatalog):
         return dict(catalog.props), name or catalog.name
-    return dict(catalog), name or CATALOG_NAME
+    props = dict(catalog)
+    return props, name or props.pop("name", None) or CATALOG_NAME
 
 
 def load(catalog: Catalogish, name: Optional[str] = None) -> Any:
