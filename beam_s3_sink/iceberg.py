@@ -161,7 +161,7 @@ class Catalog:
     secret (``s3.secret-access-key``, ``credential``, ``token``...).
 
     >>> Catalog((("type", "sql"), ("s3.secret-access-key", "s3cr3t")))
-    Catalog(type='sql', s3.secret-access-key='***')
+    Catalog(type='sql', s3.secret-access-key=***)
     """
 
     spec: Union[str, tuple]
