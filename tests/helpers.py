@@ -23,6 +23,7 @@ def run_copy(
     generate: Optional[Tuple[Callable[[int], Any], int]] = None,
     counters: Optional[Dict[str, int]] = None,
     source: Optional[Callable[[Any], Any]] = None,
+    transform: Callable[..., Any] = CopyToS3,
     **copy_kwargs: Any,
 ) -> CopyToResult:
     """Run a pipeline that copies ``rows`` and return its single result (via a temp file).
@@ -31,6 +32,7 @@ def run_copy(
     spread over the workers, instead of shipping them through ``Create`` (slow for many rows).
     ``source(pipeline)``, if given, makes the input PCollection instead (e.g. a Parquet read).
     ``counters``, a dict, receives the pipeline's ``beam_s3_sink`` counters by name.
+    ``transform`` is ``CopyToS3`` or ``CopyToIceberg``.
     """
     import os
     import pickle
@@ -52,7 +54,7 @@ def run_copy(
             )
         else:
             pcoll = p | "Rows" >> beam.Create(list(rows))
-        result = pcoll | CopyToS3(**copy_kwargs)
+        result = pcoll | transform(**copy_kwargs)
         result | "Keep" >> beam.Map(_write_pickle, out.name)
     if counters is not None:
         from apache_beam.metrics.metric import MetricsFilter

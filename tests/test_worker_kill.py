@@ -151,3 +151,73 @@ def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_conf
     assert pending_uploads(s3_client, bucket) == []
     if "result" in outcome:
         assert rerun == outcome["result"], "a rerun of a finished copy reports it again"
+
+
+def test_a_killed_sdk_worker_leaves_one_snapshot_with_every_row_or_none(
+    restarting_flink, s3_config, s3_client, bucket, tmp_path
+):
+    """The same kill, into an Iceberg table (SQL catalog on SQLite): after it, the table holds
+    exactly one snapshot with every row, or none; then a rerun with the same sink_id is exact."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from beam_s3_sink import CopyToIceberg
+
+    server, pool = restarting_flink
+    args = [
+        "--runner=PortableRunner",
+        f"--job_endpoint={server.address}",
+        "--parallelism=2",
+        "--environment_type=EXTERNAL",
+        f"--environment_config={pool.address}",
+        "--sdk_worker_parallelism=2",
+    ]
+    catalog = {
+        "type": "sql",
+        "uri": f"sqlite:///{tmp_path}/catalog.db",
+        "warehouse": f"s3://{bucket}/warehouse",
+        "s3.endpoint": s3_config.endpoint_url,
+        "s3.access-key-id": s3_config.access_key_id,
+        "s3.secret-access-key": s3_config.secret_access_key,
+        "s3.region": s3_config.region_name,
+        "s3.path-style-access": "true",
+    }
+    copy = dict(table="kill.orders", catalog=catalog, schema=SCHEMA, sink_id="killed", max_file_size="40MiB")
+    outcome: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = run_copy(args=args, generate=(payload_row, ROWS), transform=CopyToIceberg, **copy)
+        except Exception as exc:  # the job failed: the table is checked below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 600
+    while uploaded_parts(s3_client, bucket) == 0:
+        assert thread.is_alive(), f"the copy ended before any part landed: {outcome}"
+        assert time.monotonic() < deadline, "no part landed within 10 minutes"
+        time.sleep(0.1)
+    workers = jobservers.child_pids(pool.process.pid)
+    assert len(workers) == 2, f"the pool should run two SDK workers, it runs {workers}"
+    os.kill(workers[0], signal.SIGKILL)
+    thread.join(900)
+    assert not thread.is_alive(), "the copy did not end within 15 minutes of the kill"
+
+    def snapshots_and_ids():
+        try:
+            table = load_catalog("default", **catalog).load_table("kill.orders")
+        except NoSuchTableError:
+            return [], []
+        return table.snapshots(), sorted(table.scan().to_arrow().column("id").to_pylist())
+
+    snapshots, ids = snapshots_and_ids()
+    if "result" in outcome:
+        assert outcome["result"].ok and len(snapshots) == 1 and ids == list(range(ROWS))
+    else:
+        assert snapshots == [] and ids == [], outcome["error"]
+    rerun = run_copy(args=args, generate=(payload_row, ROWS), transform=CopyToIceberg, **copy)
+    assert rerun.ok and rerun.rows == ROWS
+    snapshots, ids = snapshots_and_ids()
+    assert len(snapshots) == 1 and ids == list(range(ROWS))
+    assert pending_uploads(s3_client, bucket) == []
