@@ -6,6 +6,7 @@
     ├── S3RequestError                   an S3 request failed: the operation, the object, S3's answer
     │   └── ReplaceError                 if_exists="replace": deleting the old objects failed after the commit
     ├── CommittedCopyError               abort_copy() of a finished copy without force=True
+    ├── CommitConflictError              CopyToIceberg: other writers kept committing first (iceberg_commit)
     └── (also ValueError) a value does not fit; caught inside the copy and reported with the object:
         ├── RowError                     a row does not fit the schema (column, type, value)
         ├── CoercionError                a value cannot be made into its column's type
