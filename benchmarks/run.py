@@ -24,6 +24,15 @@ Cases (8 columns, generated inside the pipeline from shard numbers):
 * ``copy_csv``          CopyToS3, CSV
 * ``write_text``        a formatting Map + beam.io.WriteToText to s3://
 * ``baseline_parquet``  no Beam: generate in Python, build an Arrow table, write Parquet, one put_object
+* ``copy_iceberg``      CopyToIceberg into a new table of a pyiceberg SQL catalog (SQLite in a temp
+                        dir), warehouse on the same moto server
+* ``pyiceberg_append``  no Beam: the rows built into one Arrow table in Python, then pyiceberg's
+                        ``Table.append`` into a new table of the same kind of catalog and store
+
+The Iceberg ratios (issue 29): ``copy_iceberg`` minus ``copy_parquet`` is what the table adds
+(loading the catalog, creating the table, the commit; target: at most 1 s plus 10 ms per data
+file), and ``copy_iceberg`` / ``pyiceberg_append`` (target: at most 0.8). The lineitem suite has
+the same two cases and ratios, against ``copy_batches``.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from typing import Any, Dict, Iterator, List
@@ -46,7 +56,17 @@ sys.path.insert(0, ROOT)
 
 SHARD_ROWS = 50_000
 ACCESS_KEY, SECRET_KEY, REGION = "bench", "bench-secret", "us-east-1"
-CASES = ["generate", "copy_parquet", "write_parquet", "copy_csv", "write_text", "baseline_parquet"]
+CASES = [
+    "generate",
+    "copy_parquet",
+    "write_parquet",
+    "copy_csv",
+    "write_text",
+    "baseline_parquet",
+    "copy_iceberg",
+    "pyiceberg_append",
+]
+NO_BEAM_CASES = ("baseline_parquet", "pyiceberg_append")
 
 
 def schema():
@@ -91,6 +111,53 @@ def shard_rows(shard: int, rows: int) -> Iterator[Dict[str, Any]]:
 
 def csv_line(row: Dict[str, Any]) -> str:
     return ",".join("" if v is None else str(v) for v in row.values())
+
+
+# Apache Iceberg ------------------------------------------------------------------------------
+def iceberg_catalog(endpoint: str, folder: str, warehouse: str) -> Dict[str, str]:
+    """pyiceberg properties of a SQL catalog on SQLite in ``folder``, its warehouse ``warehouse``
+    on the benchmark's S3 server: what ``copy_iceberg`` and ``pyiceberg_append`` both use."""
+    return {
+        "type": "sql",
+        "uri": f"sqlite:///{folder}/catalog.db",
+        "warehouse": warehouse,
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": ACCESS_KEY,
+        "s3.secret-access-key": SECRET_KEY,
+        "s3.region": REGION,
+        "s3.path-style-access": "true",
+    }
+
+
+def pyiceberg_append(catalog: Dict[str, str], name: str, table: Any) -> None:
+    """pyiceberg alone: create table ``name`` from the Arrow table's schema, then one
+    ``Table.append``. The table writes Snappy, as ``CopyToIceberg`` does (pyiceberg's own
+    default is zstd), so that both encode the same Parquet."""
+    from pyiceberg.catalog import load_catalog
+
+    loaded = load_catalog("default", **catalog)
+    loaded.create_namespace(tuple(name.split(".")[:-1]))
+    created = loaded.create_table(name, schema=table.schema, properties={"write.parquet.compression-codec": "snappy"})
+    created.append(table)
+
+
+def iceberg_ratios(median: Dict[str, float], runs: Dict[str, List[Dict[str, float]]], base: str) -> None:
+    """Print issue 29's two ratios where their cases ran: what the table adds to the ``base``
+    copy (at most 1 s + 10 ms per data file), and ``CopyToIceberg`` / pyiceberg (at most 0.8)."""
+    if "copy_iceberg" in median and base in median:
+        files = int(runs["copy_iceberg"][-1].get("files", 0))
+        limit = 1 + 0.01 * files
+        extra = median["copy_iceberg"] - median[base]
+        print(
+            f"{'copy_iceberg - ' + base + ', s (the table)':44} {extra:5.2f}  ({files} data files: "
+            f"target <= 1 + 0.01 x {files} = {limit:.2f} s: {'met' if extra <= limit else 'NOT met'})"
+        )
+    if "copy_iceberg" in median and "pyiceberg_append" in median:
+        ratio = median["copy_iceberg"] / median["pyiceberg_append"]
+        print(
+            f"{'CopyToIceberg / pyiceberg Table.append':44} {ratio:5.2f}  "
+            f"(target <= 0.8: {'met' if ratio <= 0.8 else 'NOT met'})"
+        )
 
 
 # runners ----------------------------------------------------------------------------------
@@ -199,12 +266,16 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
         f"--s3_access_key_id={ACCESS_KEY}",
         f"--s3_secret_access_key={SECRET_KEY}",
     ]
-    if case == "baseline_parquet":
+    if case in NO_BEAM_CASES:
         import boto3
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         table = pa.Table.from_pylist([r for s in range(_shards(rows)) for r in shard_rows(s, rows)], schema=schema())
+        if case == "pyiceberg_append":
+            with tempfile.TemporaryDirectory(prefix="bench-catalog-") as folder:
+                pyiceberg_append(iceberg_catalog(endpoint, folder, prefix), "bench.rows", table)
+            return
         buffer = io.BytesIO()
         pq.write_table(table, buffer)
         client = boto3.client(
@@ -220,7 +291,7 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_s3_sink import CopyToS3, S3Config
+    from beam_s3_sink import CopyToIceberg, CopyToS3, S3Config
 
     config = S3Config(
         endpoint_url=endpoint,
@@ -229,7 +300,8 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
         secret_access_key=SECRET_KEY,
         path_style=True,
     )
-    with beam.Pipeline(options=PipelineOptions(runner_args + s3_flags)) as p:
+    folder = tempfile.TemporaryDirectory(prefix="bench-catalog-")  # copy_iceberg's catalog
+    with folder, beam.Pipeline(options=PipelineOptions(runner_args + s3_flags)) as p:
         generated = p | beam.Create(list(range(_shards(rows)))) | beam.FlatMap(shard_rows, rows)
         if case == "generate":
             generated | beam.combiners.Count.Globally()
@@ -237,6 +309,12 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
             (
                 generated
                 | CopyToS3(prefix, format=case[len("copy_") :], schema=schema(), s3=config)
+                | beam.Map(_print_files)
+            )
+        elif case == "copy_iceberg":
+            (
+                generated
+                | CopyToIceberg("bench.rows", catalog=iceberg_catalog(endpoint, folder.name, prefix), schema=schema())
                 | beam.Map(_print_files)
             )
         elif case == "write_parquet":
@@ -267,6 +345,8 @@ LINEITEM_CASES = [
     "copy_batches",
     "copy_rows",
     "cli",
+    "copy_iceberg",
+    "pyiceberg_append",
 ]
 LINEITEM_LABELS = {
     "duckdb": "DuckDB COPY (FROM read_parquet) TO 's3://' (httpfs)",
@@ -276,6 +356,8 @@ LINEITEM_LABELS = {
     "copy_batches": "CopyToS3, batches from ReadFromParquetBatched",
     "copy_rows": "CopyToS3, rows from ReadFromParquet",
     "cli": "beam-s3-copy --source lineitem.parquet (python -m beam_s3_sink.cli)",
+    "copy_iceberg": "CopyToIceberg (SQLite catalog), batches from ReadFromParquetBatched",
+    "pyiceberg_append": "pyarrow.parquet.read_table + pyiceberg Table.append (SQLite catalog)",
 }
 
 
@@ -359,6 +441,13 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
         )
         con.execute(f"COPY (FROM read_parquet('{path}')) TO 's3://{bucket}/{prefix}/data.parquet' (FORMAT parquet)")
         return
+    if case == "pyiceberg_append":
+        import pyarrow.parquet as pq
+
+        with tempfile.TemporaryDirectory(prefix="bench-catalog-") as folder:
+            catalog = iceberg_catalog(endpoint, folder, f"s3://{bucket}/{prefix}")
+            pyiceberg_append(catalog, "bench.lineitem", pq.read_table(path))
+        return
     if case == "write_dataset":
         import pyarrow.dataset as ds
         from pyarrow.fs import S3FileSystem
@@ -403,7 +492,7 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
     import pyarrow.parquet as pq
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_s3_sink import CopyToS3, S3Config
+    from beam_s3_sink import CopyToIceberg, CopyToS3, S3Config
 
     schema = pq.read_schema(path)
     config = S3Config(
@@ -413,7 +502,8 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
         secret_access_key=SECRET_KEY,
         path_style=True,
     )
-    with beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner"] + s3_flags)) as p:
+    folder = tempfile.TemporaryDirectory(prefix="bench-catalog-")  # copy_iceberg's catalog
+    with folder, beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner"] + s3_flags)) as p:
         if case == "read_batched":
             p | beam.io.ReadFromParquetBatched(path) | beam.Map(lambda t: t.num_rows) | beam.CombineGlobally(sum)
         elif case == "beam_batched":
@@ -424,7 +514,11 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
             )
         elif case == "copy_batches":
             copy = CopyToS3(f"s3://{bucket}/{prefix}", schema=schema, s3=config)
-            p | beam.io.ReadFromParquetBatched(path) | copy
+            p | beam.io.ReadFromParquetBatched(path) | copy | beam.Map(_print_files)
+        elif case == "copy_iceberg":
+            catalog = iceberg_catalog(endpoint, folder.name, f"s3://{bucket}/{prefix}")
+            copy = CopyToIceberg("bench.lineitem", catalog=catalog, schema=schema)
+            p | beam.io.ReadFromParquetBatched(path) | copy | beam.Map(_print_files)
         elif case == "copy_rows":
             p | beam.io.ReadFromParquet(path) | CopyToS3(f"s3://{bucket}/{prefix}", schema=schema, s3=config)
         else:
@@ -458,11 +552,13 @@ def _tree_rss_mib(pid: int) -> float:
 
 
 def measure_tree(argv: List[str]) -> Dict[str, float]:
-    """Run ``argv``; wall time and the peak RSS of its whole process tree (sampled every 0.1 s)."""
+    """Run ``argv``; wall time, the peak RSS of its whole process tree (sampled every 0.1 s), and
+    what the case printed as its last JSON line (a copy's data files)."""
     import threading
 
+    out = tempfile.TemporaryFile()
     started = time.monotonic()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    child = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, cwd=ROOT)
     peak = [0.0]
     done = threading.Event()
 
@@ -478,7 +574,13 @@ def measure_tree(argv: List[str]) -> Dict[str, float]:
     sampler.join()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{argv[3:5]} failed:\n{child.stderr.read().decode()[-3000:]}")
-    return {"seconds": elapsed, "rss_mib": max(peak[0], usage.ru_maxrss / 1024)}
+    with out:
+        out.seek(0)
+        lines = [line for line in out.read().decode().splitlines() if line.startswith("{")]
+    result = {"seconds": elapsed, "rss_mib": max(peak[0], usage.ru_maxrss / 1024)}
+    if lines:
+        result.update(json.loads(lines[-1]))
+    return result
 
 
 def _empty_bucket(client: Any, bucket: str) -> None:
@@ -493,8 +595,8 @@ def _empty_bucket(client: Any, bucket: str) -> None:
 
 def lineitem_main(args: argparse.Namespace) -> int:
     """The lineitem suite: each case in its own process, ``--repeat`` runs interleaved, medians,
-    peak RSS of each process tree, the ratios of issue 14, and the RSS flatness check (copy_batches
-    and beam_batched at scale factors ``--rss-scales``)."""
+    peak RSS of each process tree, the ratios of issues 14 and 29, and the RSS flatness check
+    (copy_batches and beam_batched at scale factors ``--rss-scales``)."""
     import boto3
     import pyarrow.parquet as pq
 
@@ -502,9 +604,10 @@ def lineitem_main(args: argparse.Namespace) -> int:
     from conftest import free_port, start_moto
 
     path = lineitem_file(args.scale)
-    duckdb_dir()
-    meta = pq.ParquetFile(path).metadata
     cases = args.cases.split(",") if args.cases else LINEITEM_CASES
+    if "duckdb" in cases:
+        duckdb_dir()
+    meta = pq.ParquetFile(path).metadata
     port = free_port()
     server = start_moto(port)
     endpoint = f"http://127.0.0.1:{port}"
@@ -548,7 +651,7 @@ def lineitem_main(args: argparse.Namespace) -> int:
             for case in cases:
                 runs[case].append(one(case, path))
                 print(
-                    f"  run {attempt + 1}/{args.repeat} {case:14} {runs[case][-1]['seconds']:7.2f} s "
+                    f"  run {attempt + 1}/{args.repeat} {case:16} {runs[case][-1]['seconds']:7.2f} s "
                     f"{runs[case][-1]['rss_mib']:6.0f} MiB",
                     file=sys.stderr,
                     flush=True,
@@ -576,6 +679,7 @@ def lineitem_main(args: argparse.Namespace) -> int:
             if a in median and b in median:
                 ratio = median[a] / median[b]
                 print(f"{label:44} {ratio:5.2f}  (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
+        iceberg_ratios(median, runs, "copy_batches")
         if "copy_batches" in rss and "beam_batched" in rss:
             print(
                 f"{'peak RSS CopyToS3 batches / WriteToParquetBatched':44} {rss['copy_batches'] / rss['beam_batched']:5.2f}"
@@ -762,7 +866,7 @@ def main() -> int:
         args.cases = (
             "copy_parquet,copy_csv"
             if args.file_counts
-            else ",".join(c for c in CASES if not (flink and c == "baseline_parquet"))
+            else ",".join(c for c in CASES if not (flink and c in NO_BEAM_CASES))
         )
 
     sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -823,6 +927,7 @@ def main() -> int:
             if a in median and b in median:
                 ratio = median[a] / median[b]
                 print(f"{label:44} {ratio:5.3f}  (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
+        iceberg_ratios(median, runs, "copy_parquet")
         for case in ("copy_parquet", "copy_csv"):
             if case in median and "generate" in median:
                 extra = (median[case] - median["generate"]) / (args.rows / 1e6)
