@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.pvalue import AsList, AsSingleton, PCollection
+from apache_beam.transforms.display import DisplayDataItem
 
 from .cleanup import AbortReport, abort_uploads
 from .clients import _S3DoFn
@@ -117,6 +118,26 @@ class CopyToIceberg(beam.PTransform):
     def default_label(self) -> str:
         return f"CopyToIceberg({self._table})"
 
+    def display_data(self) -> Dict[str, Any]:
+        """The copy's options as a runner's UI shows them; the catalog without its secrets.
+
+        >>> copy = CopyToIceberg("a.b", catalog={"type": "sql", "s3.secret-access-key": "s3cr3t"}, sink_id="n")
+        >>> from apache_beam.transforms.display import DisplayData
+        >>> items = {i.key: i.value for i in DisplayData.create_from(copy).items}
+        >>> items["catalog"], items["mode"], items["sink_id"]
+        ("Catalog(s3.secret-access-key=***, type='sql')", 'append', 'n')
+        """
+        return {
+            "table": DisplayDataItem(self._table, label="Table"),
+            "catalog": DisplayDataItem(repr(self._catalog), label="Catalog"),
+            "mode": DisplayDataItem(self._mode, label="Mode"),
+            "sink_id": DisplayDataItem(self._sink_id, label="Sink id"),
+            "partition_by": DisplayDataItem(
+                ", ".join(self._layout.partition_by) or None, label="Partition columns"
+            ).drop_if_none(),
+            "max_file_size": DisplayDataItem(self._max_file_size, label="Maximum file size (bytes)"),
+        }
+
     def expand(self, rows: PCollection) -> PCollection:
         rows = _one_window(rows, "input")
         schema = resolve_schema(self._schema, rows.element_type)
@@ -130,7 +151,7 @@ class CopyToIceberg(beam.PTransform):
             placeholder, config, fmt, schema, self._max_file_size, self._layout, self._max_open_files
         )
         if self._validate_only:
-            return rows | "Validate" >> validate_rows(settings)
+            return rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
         errors = self._errors
         errors = (
             rows.pipeline | "NoUpstreamErrors" >> beam.Create([])

@@ -148,7 +148,7 @@ def merge_validation(reports: Iterable[ValidationReport]) -> ValidationReport:
     return merged
 
 
-def _result(report: ValidationReport, keys: CopyKeys) -> CopyToResult:
+def _result(report: ValidationReport, keys: CopyKeys, uri: str) -> CopyToResult:
     """The dry run's one result: ``dry_run=True``; ``error`` names the bad rows, if any."""
     error = None
     if report.invalid_rows:
@@ -156,7 +156,7 @@ def _result(report: ValidationReport, keys: CopyKeys) -> CopyToResult:
         error = f"dry run: {report.invalid_rows} of {report.rows} row(s) would fail the copy; the first: {shown}"
         _log.warning("%s", error)
     return CopyToResult(
-        uri=keys.location.uri,
+        uri=uri,
         sink_id=keys.sink_id,
         rows=report.rows,
         error=error,
@@ -167,11 +167,12 @@ def _result(report: ValidationReport, keys: CopyKeys) -> CopyToResult:
 
 
 @beam.ptransform_fn
-def validate_rows(rows: beam.PCollection, settings: WriteSettings) -> beam.PCollection:
-    """The dry run's graph: rows in, one ``CopyToResult(dry_run=True)`` out."""
+def validate_rows(rows: beam.PCollection, settings: WriteSettings, uri: Optional[str] = None) -> beam.PCollection:
+    """The dry run's graph: rows in, one ``CopyToResult(dry_run=True)`` (for ``uri``, default the
+    settings' location) out."""
     return (
         rows
         | "Validate" >> beam.ParDo(_ValidateFn(settings))
         | "MergeChecks" >> beam.CombineGlobally(merge_validation)
-        | "Report" >> beam.Map(_result, settings.keys)
+        | "Report" >> beam.Map(_result, settings.keys, uri or settings.keys.location.uri)
     )

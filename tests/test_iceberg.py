@@ -270,3 +270,12 @@ def test_every_catalog_every_reader(iceberg_catalog, spark_iceberg, tmp_path):
     assert run_table_copy(last, tmp_path, sink_id="d", mode="overwrite", **kwargs).ok
     expected = last
     check()
+
+
+def test_a_dry_run_names_the_bad_rows_and_touches_no_catalog(tmp_path, s3_config, s3_client, bucket):
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    rows = [make_row(i) for i in range(20)] + [dict(make_row(99), amount="x")]
+    result = run_table_copy(rows, tmp_path, table="dry.run", catalog=catalog, schema=SCHEMA, validate_only=True)
+    assert result.dry_run and result.rows == 21 and result.invalid_rows == 1 and "amount" in result.error
+    assert result.uri == "iceberg:dry.run"
+    assert not (tmp_path / "catalog.db").exists() and s3_client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0

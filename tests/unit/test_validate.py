@@ -67,11 +67,11 @@ def test_arrow_batches_are_checked_whole_then_row_by_row():
 
 
 def test_the_result_of_a_dry_run():
-    result = _result(ValidationReport(10, 1, ("bundle x, row 3: bad",)), KEYS)
+    result = _result(ValidationReport(10, 1, ("bundle x, row 3: bad",)), KEYS, KEYS.location.uri)
     assert (result.dry_run, result.rows, result.ok, result.invalid_rows) == (True, 10, False, 1)
     assert result.error == "dry run: 1 of 10 row(s) would fail the copy; the first: bundle x, row 3: bad"
     assert (result.uri, result.sink_id, result.invalid) == ("s3://b/p", "s1", ("bundle x, row 3: bad",))
-    clean = _result(ValidationReport(10, 0, ()), KEYS)
+    clean = _result(ValidationReport(10, 0, ()), KEYS, KEYS.location.uri)
     assert clean.ok and clean.dry_run and clean.error is None and clean.rows == 10
 
 
