@@ -1,8 +1,10 @@
-"""beam_s3_sink: copy a bounded Beam PCollection to S3 as Parquet, PostgreSQL COPY CSV/text, or JSON Lines.
+"""beam_s3_sink: copy a bounded Beam PCollection to S3 as Parquet, PostgreSQL COPY CSV/text, or JSON
+Lines (:class:`CopyToS3`), or into an Apache Iceberg table as one snapshot (:class:`CopyToIceberg`).
 
 The Beam counterpart of Materialize's ``COPY ... TO 's3://...'``: three steps (initialization
 on one worker, upload on every worker, one completion), data files made visible only when the
-whole copy has succeeded, and exactly one :class:`CopyToResult`. The command ``beam-s3-copy``
+whole copy has succeeded, and exactly one :class:`CopyToResult`; the architecture, in one
+picture, is :mod:`beam_s3_sink.transform`'s. The command ``beam-s3-copy``
 (:mod:`beam_s3_sink.cli`) runs such a copy from the shell.
 
 >>> import pyarrow as pa
