@@ -279,3 +279,51 @@ def test_a_dry_run_names_the_bad_rows_and_touches_no_catalog(tmp_path, s3_config
     assert result.dry_run and result.rows == 21 and result.invalid_rows == 1 and "amount" in result.error
     assert result.uri == "iceberg:dry.run"
     assert not (tmp_path / "catalog.db").exists() and s3_client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+def test_failure_race_and_mismatch_on_every_catalog(iceberg_catalog, tmp_path):
+    """On each catalog: a failed copy leaves the table unchanged, two copies appending at once
+    both commit (the rows are the sum), a copy that does not fit fails naming the column; each
+    state read back exactly by pyiceberg and DuckDB."""
+    import threading
+    import uuid
+
+    from iceberg_catalogs import read_duckdb, read_pyiceberg
+
+    name = f"edge.t{uuid.uuid4().hex[:8]}"
+    props = dict(iceberg_catalog.props, name=iceberg_catalog.name)
+    kwargs = dict(table=name, catalog=props, schema=SCHEMA)
+
+    def ids() -> list:
+        via_duckdb = sorted(read_duckdb(iceberg_catalog, name).column("id").to_pylist())
+        assert sorted(read_pyiceberg(iceberg_catalog, name).column("id").to_pylist()) == via_duckdb
+        return via_duckdb
+
+    assert run_table_copy([make_row(i) for i in range(100)], tmp_path, sink_id="base", **kwargs).ok
+    failed = run_table_copy(
+        [make_row(500), dict(make_row(501), id=None)], tmp_path, sink_id="bad", fail_on_error=False, **kwargs
+    )
+    assert not failed.ok and "'id'" in failed.error, failed.error
+    assert ids() == list(range(100))
+
+    results = {}
+
+    def copy(sink: str, start: int) -> None:
+        results[sink] = run_table_copy(
+            [make_row(i) for i in range(start, start + 500)], tmp_path, sink_id=sink, **kwargs
+        )
+
+    threads = [threading.Thread(target=copy, args=(s, n)) for s, n in (("left", 1000), ("right", 2000))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results["left"].ok and results["right"].ok, results
+    assert ids() == [*range(100), *range(1000, 1500), *range(2000, 2500)]
+
+    other = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.int32())])
+    mismatch = run_table_copy(
+        [{"id": 1, "name": 2}], tmp_path, sink_id="other", table=name, catalog=props, schema=other, fail_on_error=False
+    )
+    assert not mismatch.ok and "'name'" in mismatch.error and "string" in mismatch.error
+    assert len(ids()) == 1100
