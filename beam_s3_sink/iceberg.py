@@ -272,7 +272,7 @@ class _TableInitFn(_S3DoFn):
             self._count_retries()
 
     def _initialize(self) -> InitOutcome:
-        from .iceberg_commit import check_schema, committed_snapshot, file_schema
+        from .iceberg_commit import check_schema, committed_snapshot, file_schema, referenced_paths
 
         settings = self._settings
         table = _load_table(self._name, self._catalog, settings.schema, settings.layout)
@@ -285,6 +285,9 @@ class _TableInitFn(_S3DoFn):
         bucket = keys.location.bucket
         warnings = abort_uploads(self._client, keys)[1]
         leftovers = [o["Key"] for o in list_keys(self._client, bucket, keys.data_prefix) if keys.is_data_file(o["Key"])]
+        if leftovers:  # the table's own files stay: its snapshot of this sink id may have expired
+            keep = referenced_paths(table)
+            leftovers = [key for key in leftovers if keys.location.object_uri(key) not in keep]
         for key in leftovers:  # completed by a crashed run, never committed: no snapshot has them
             call(self._client, "DeleteObject", bucket, key)
         table_settings = dataclasses.replace(
