@@ -29,7 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers import data_keys, get_bytes, list_objects, read_manifest, read_parquet
+from helpers import data_keys, get_bytes, list_objects, pending_uploads, read_manifest, read_parquet
+from pipelines.s3servers import ACCESS_KEY, REGION, SECRET_KEY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = "id:int64!,name:string,amount:decimal(12,2),at:timestamp[us,UTC]"
@@ -648,3 +649,276 @@ def test_the_partitioned_example_of_the_docs_writes_the_files_it_shows(s3_endpoi
         assert files[url.replace("s3://my-bucket/", f"s3://{bucket}/my-bucket/")] == int(rows.replace(",", ""))
     table = summary(completed.stdout)
     assert f"  files     {table['files']}" in shown and f"  rows      {table['rows']}" in shown
+
+
+# -- --table NS.TABLE --catalog ...: CopyToIceberg from the command line, on real catalogs ---------
+
+TABLE_SCHEMA = SCHEMA + ",region:string"
+REGIONS = ("eu", "us", "ap")
+
+
+def table_cli(*args: str, env: dict = None) -> subprocess.CompletedProcess:
+    """Run the CLI with no S3 flag: the catalog's ``s3.*`` properties reach its store."""
+    return subprocess.run(
+        [sys.executable, "-m", "beam_s3_sink.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=None if env is None else {**os.environ, **env},
+    )
+
+
+def table_summary(out: str) -> dict:
+    """The table summary's rows: name -> value."""
+    table = out[out.index("Copy finished:") :]
+    return dict(re.findall(r"^  (table|snapshot|rows|files|bytes|replaced|time|metadata)\s+(.+)$", table, re.M))
+
+
+def region_rows(ids) -> list:
+    by_id = {r["id"]: r for r in expected_rows(max(ids) + 1)}
+    return [dict(by_id[i], region=REGIONS[i % 3]) for i in ids]
+
+
+def write_region_jsonl(path, rows: list) -> str:
+    lines = [json.loads(line) for line in jsonl(rows).splitlines()]
+    with open(path, "w", encoding="utf-8") as f:
+        for line, row in zip(lines, rows):
+            f.write(json.dumps(dict(line, region=row["region"])) + "\n")
+    return str(path)
+
+
+def catalog_file(tmp_path, catalog) -> str:
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps(catalog.props))
+    return f"@{path}"
+
+
+def table_name(prefix: str = "cli") -> str:
+    import uuid
+
+    return f"{prefix}.t{uuid.uuid4().hex[:10]}"
+
+
+def test_table_append_rerun_overwrite_partitions_overwrite_read_back_exactly(iceberg_sqlite, tmp_path):
+    """Each state of the table, read back by pyiceberg, is exactly the rows copied; the summary
+    names the table and the snapshot that holds them."""
+    from iceberg_catalogs import load, read_pyiceberg
+
+    name, catalog = table_name(), catalog_file(tmp_path, iceberg_sqlite)
+    dest = ["--schema", TABLE_SCHEMA, "--table", name, "--catalog", catalog]
+
+    def read() -> list:
+        return read_pyiceberg(iceberg_sqlite, name).sort_by("id").to_pylist()
+
+    first = region_rows(range(300))
+    source = write_region_jsonl(tmp_path / "first.jsonl", first)
+    done = table_cli("--source", source, *dest, "--partition_by", "region", "--sink_id", "a")
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = load(iceberg_sqlite).load_table(name)
+    snapshot = table.current_snapshot().snapshot_id
+    shown = table_summary(done.stdout)
+    assert shown["table"].startswith(f"{name} (sql catalog sqlite:///"), shown
+    assert shown["snapshot"] == f"{snapshot} (append)" and shown["rows"] == "300" and shown["files"] == "3"
+    assert shown["metadata"] == table.metadata_location
+    assert f"to table {name} (sql catalog" in done.stdout and ", mode append, as parquet" in done.stdout
+    assert read() == first
+    assert [f.name for f in table.spec().fields] == ["region"]
+
+    again = table_cli("--source", source, *dest, "--partition_by", "region", "--sink_id", "a")
+    assert again.returncode == 0, again.stderr
+    assert table_summary(again.stdout)["snapshot"] == (
+        f"{snapshot} (append, committed by an earlier run of sink id a: nothing new)"
+    )
+    assert len(load(iceberg_sqlite).load_table(name).snapshots()) == 1 and read() == first
+
+    eu = [dict(r, region="eu") for r in region_rows(range(1000, 1020))]
+    source = write_region_jsonl(tmp_path / "eu.jsonl", eu)
+    # no --partition_by: a copy into an existing table takes its partitions
+    done = table_cli("--source", source, *dest, "--mode", "overwrite_partitions", "--sink_id", "b")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert table_summary(done.stdout)["replaced"] == "100 rows in 1 file(s)"
+    expected = sorted([r for r in first if r["region"] != "eu"] + eu, key=lambda r: r["id"])
+    assert read() == expected
+
+    last = region_rows(range(2000, 2005))
+    source = write_region_jsonl(tmp_path / "last.jsonl", last)
+    done = table_cli("--source", source, *dest, "--mode", "overwrite", "--sink_id", "c")
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = table_summary(done.stdout)
+    assert shown["rows"] == "5" and shown["replaced"] == f"{len(expected)} rows in 3 file(s)", shown
+    assert read() == last
+    table = load(iceberg_sqlite).load_table(name)
+    assert table.current_snapshot().summary["beam-s3-sink.sink-id"] == "c"
+    assert shown["snapshot"] == f"{table.current_snapshot().snapshot_id} (overwrite)"
+    bucket = iceberg_sqlite.warehouse[len("s3://") :].split("/")[0]
+    assert pending_uploads(iceberg_sqlite.s3.make_client(), bucket) == []
+
+
+def test_table_copy_into_the_rest_catalog_with_sigv4(iceberg_rest):
+    """SeaweedFS's REST catalog (Amazon S3 Tables' protocol), the catalog given inline: the
+    generated orders land partitioned by country; no secret is shown."""
+    from iceberg_catalogs import load, read_pyiceberg
+
+    name = table_name("clirest")
+    done = table_cli(
+        "--source",
+        "generate:3000",
+        "--table",
+        name,
+        "--catalog",
+        json.dumps(iceberg_rest.props),
+        "--partition_by",
+        "country",
+        "--max_file_size",
+        "1MiB",
+        "--sink_id",
+        "rest",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert iceberg_rest.s3.secret_access_key not in done.stdout + done.stderr
+    shown = table_summary(done.stdout)
+    table = load(iceberg_rest).load_table(name)
+    assert shown["snapshot"] == f"{table.current_snapshot().snapshot_id} (append)" and shown["rows"] == "3,000"
+    assert shown["table"] == f"{name} (rest catalog {iceberg_rest.props['uri']})"
+    read = read_pyiceberg(iceberg_rest, name)
+    assert read.num_rows == 3000 and sorted(read.column("order_id").to_pylist()) == list(range(3000))
+    files = table.inspect.files().to_pylist()
+    assert int(shown["files"]) == len(files) == len({f["partition"]["country"] for f in files})
+
+
+def test_table_copy_into_a_catalog_that_pyiceberg_resolves_by_name(s3_endpoint, s3_client, bucket, tmp_path):
+    """--catalog NAME: pyiceberg finds the catalog's properties (here in PYICEBERG_CATALOG__* variables)."""
+    from iceberg_catalogs import read_pyiceberg
+
+    props = {
+        "type": "sql",
+        "uri": f"sqlite:///{tmp_path}/named.db",
+        "warehouse": f"s3://{bucket}/warehouse",
+        "s3.endpoint": s3_endpoint,
+        "s3.access-key-id": ACCESS_KEY,
+        "s3.secret-access-key": SECRET_KEY,
+        "s3.region": REGION,
+        "s3.path-style-access": "true",
+    }
+    env = {f"PYICEBERG_CATALOG__LAKE__{k.upper().replace('.', '__').replace('-', '_')}": v for k, v in props.items()}
+    name = table_name()
+    done = table_cli("--source", "generate:500", "--table", name, "--catalog", "lake", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert table_summary(done.stdout)["table"] == f"{name} (catalog 'lake')"
+    assert read_pyiceberg(props, name, name="lake").num_rows == 500
+    assert SECRET_KEY not in done.stdout + done.stderr
+
+
+def test_table_refusals_exit_2_naming_the_flag_and_a_failed_copy_leaves_the_table(iceberg_sqlite, tmp_path):
+    """A copy that does not fit the table, other partitions, or an unreachable catalog: exit 2,
+    one line naming the flag, nothing written; a copy that fails while it runs: exit 1, the table
+    unchanged. No secret of the catalog in any of it, --verbose log included."""
+    from iceberg_catalogs import load
+
+    name, catalog = table_name(), catalog_file(tmp_path, iceberg_sqlite)
+    secret = iceberg_sqlite.s3.secret_access_key
+    source = write_region_jsonl(tmp_path / "in.jsonl", region_rows(range(50)))
+    dest = ["--table", name, "--catalog", catalog]
+    assert table_cli("--source", source, "--schema", TABLE_SCHEMA, *dest, "--partition_by", "region").returncode == 0
+    before = load(iceberg_sqlite).load_table(name).current_snapshot().snapshot_id
+
+    cases = {
+        "a column the table lacks": (
+            ["--schema", SCHEMA + ",region:string,extra:int32"],
+            f"--table {name}: the copy does not fit the table: column 'extra' (int32) of the copy is not in the table",
+        ),
+        "a mistyped column": (
+            ["--schema", "id:int64!,name:string,amount:float64,at:timestamp[us,UTC],region:string"],
+            "column 'amount' is decimal(12, 2) in the table, double (Arrow double) in the copy",
+        ),
+        "other partitions": (
+            ["--schema", TABLE_SCHEMA, "--partition_by", "name"],
+            f"--partition_by name: table {name} is partitioned by region; give --partition_by region",
+        ),
+    }
+    for case, (flags, says) in cases.items():
+        done = table_cli("--source", source, *dest, *flags)
+        assert done.returncode == 2, (case, done.stdout + done.stderr)
+        line = error_line(done)
+        assert says in line, (case, line)
+    unreachable = json.dumps(
+        {
+            "type": "sql",
+            "uri": "postgresql+psycopg://me:pg-password-never-shown@127.0.0.1:1/catalog",
+            "token": "token-never-shown",
+        }
+    )
+    done = table_cli("--source", source, "--schema", TABLE_SCHEMA, "--table", name, "--catalog", unreachable)
+    assert done.returncode == 2
+    line = error_line(done)
+    assert line.startswith("beam-s3-copy: error: --catalog: the sql catalog postgresql+psycopg://me:***@127.0.0.1:1/")
+    assert "never-shown" not in done.stdout + done.stderr
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    write_region_jsonl(bad / "a.jsonl", region_rows(range(50)))
+    (bad / "b.jsonl").write_text('{"id": 99, "surprise": true}\n')
+    inline = json.dumps(iceberg_sqlite.props)
+    done = table_cli(
+        "--source", str(bad / "*.jsonl"), "--schema", TABLE_SCHEMA, "--table", name, "--catalog", inline, "--verbose"
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = [
+        line for line in done.stderr.splitlines() if line.startswith("beam-s3-copy:")
+    ]  # --verbose: and Beam's log
+    assert "field(s) ['surprise'] that are not in the schema" in line, line
+    assert secret not in done.stdout + done.stderr, "the --verbose log shows no secret"
+    table = load(iceberg_sqlite).load_table(name)
+    assert table.current_snapshot().snapshot_id == before and table.scan().to_arrow().num_rows == 50
+
+
+def test_abort_of_a_table_copy_and_a_dry_run(iceberg_sqlite, tmp_path):
+    """--abort SINK_ID --table removes a crashed copy's pending uploads and uncommitted files, and
+    refuses a committed copy; --dry-run checks the rows and touches no catalog."""
+    from iceberg_catalogs import load
+
+    name, catalog = table_name(), catalog_file(tmp_path, iceberg_sqlite)
+    source = write_region_jsonl(tmp_path / "in.jsonl", region_rows(range(20)))
+    dest = ["--table", name, "--catalog", catalog]
+    dry = table_cli("--source", source, "--schema", TABLE_SCHEMA, *dest, "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert f"Dry run (nothing written to table {name}): 20 rows checked, 0 would fail" in dry.stdout
+    assert not load(iceberg_sqlite).table_exists(name), "a dry run creates no table"
+
+    assert table_cli("--source", source, "--schema", TABLE_SCHEMA, *dest, "--sink_id", "base").returncode == 0
+    table = load(iceberg_sqlite).load_table(name)
+    bucket, _, path = table.location()[len("s3://") :].partition("/")
+    client = iceberg_sqlite.s3.make_client()
+    orphan = f"{path}/data/crashed-0123456789abcdef-0001.parquet"
+    client.put_object(Bucket=bucket, Key=orphan, Body=b"completed, never committed")
+    client.create_multipart_upload(Bucket=bucket, Key=f"{path}/data/crashed-0123456789abcdef-0002.parquet")
+    done = table_cli("--abort", "crashed", *dest)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "deleted 1 object(s), aborted 1 pending upload(s)" in done.stdout
+    assert f"  deleted s3://{bucket}/{orphan}" in done.stdout
+    assert pending_uploads(client, bucket) == []
+    refused = table_cli("--abort", "base", *dest)
+    assert refused.returncode == 2
+    assert f"copy 'base' into {name} committed snapshot {table.current_snapshot().snapshot_id}" in error_line(refused)
+    assert load(iceberg_sqlite).load_table(name).scan().to_arrow().num_rows == 20
+
+
+def test_a_rerun_whose_snapshot_expired_leaves_the_table_readable(iceberg_sqlite, tmp_path):
+    """Once a copy's snapshot has expired its rerun cannot tell that it committed (so it commits
+    again), but its clean-up must not delete the files the table still holds."""
+    from iceberg_catalogs import load, read_pyiceberg
+
+    name, catalog = table_name(), catalog_file(tmp_path, iceberg_sqlite)
+    dest = ["--schema", TABLE_SCHEMA, "--table", name, "--catalog", catalog]
+    first = write_region_jsonl(tmp_path / "a.jsonl", region_rows(range(10)))
+    second = write_region_jsonl(tmp_path / "b.jsonl", region_rows(range(10, 20)))
+    assert table_cli("--source", first, *dest, "--sink_id", "a").returncode == 0
+    assert table_cli("--source", second, *dest, "--sink_id", "b").returncode == 0
+    table = load(iceberg_sqlite).load_table(name)
+    [a] = [s for s in table.snapshots() if s.summary["beam-s3-sink.sink-id"] == "a"]
+    table.maintenance.expire_snapshots().by_id(a.snapshot_id).commit()
+    again = table_cli("--source", first, *dest, "--sink_id", "a")
+    assert again.returncode == 0, again.stdout + again.stderr
+    ids = sorted(read_pyiceberg(iceberg_sqlite, name).column("id").to_pylist())
+    assert ids == sorted(list(range(20)) + list(range(10))), "every file the table references is still there"

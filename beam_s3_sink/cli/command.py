@@ -1,21 +1,27 @@
-"""``beam-s3-copy`` (or ``python -m beam_s3_sink.cli``): copy a data set to S3 with CopyToS3, from the shell.
+"""``beam-s3-copy`` (or ``python -m beam_s3_sink.cli``): copy a data set to S3 with CopyToS3, or
+into an Apache Iceberg table with CopyToIceberg, from the shell.
 
 ::
 
     flags ─▶ plan: parse, match the source, settle and check the schema ─▶ print the schema
-          ─▶ pipeline: ReadSource ─▶ CopyToS3 ─▶ run, with a progress line (rows read)
-          ─▶ read the copy's manifest ─▶ print the summary table
+          ─▶ pipeline: ReadSource ─▶ CopyToS3 (--output) or CopyToIceberg (--table) ─▶ run,
+             with a progress line (rows read)
+          ─▶ read the copy's manifest (or the table's snapshot) ─▶ print the summary table
 
 Everything that can be checked before the pipeline runs is checked in the plan (flags, the
 destination URI, the format options, that the source is readable and that its first block
 fits the schema); a failure there prints one line and exits with 2, having written nothing.
-A copy that fails while it runs exits with 1: CopyToS3 then leaves no data visible.
+A copy that fails while it runs exits with 1: CopyToS3 then leaves no data visible (and
+CopyToIceberg the table's current snapshot unchanged). For ``--table`` the plan also loads the
+catalog and checks that an existing table accepts the copy (:mod:`.table`); the catalog's
+secrets never appear in what the command prints or logs.
 
 The same command runs on other runners: Beam's own flags (``--runner``, ``--s3_*``,
 ``--setup_file``, ``--flink_master`` ...) pass through. The modules beside this one hold
 its parts: :mod:`.sources` (what it reads), :mod:`.schema_text` (the ``--schema`` flag),
 :mod:`.progress` (the progress line), :mod:`.console` (where its report and error lines go),
-:mod:`.runner` (the runner when none is named) and :mod:`.orders` (the ``generate:`` data set).
+:mod:`.runner` (the runner when none is named), :mod:`.orders` (the ``generate:`` data set)
+and :mod:`.table` (``--table``/``--catalog``: the Iceberg side).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
@@ -36,12 +42,23 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 from apache_beam.runners.runner import PipelineState
 
-from beam_s3_sink import CopyToS3, S3Config
+from beam_s3_sink import CopyToIceberg, CopyToS3, S3Config
 from beam_s3_sink.cli.console import PROG, Console
 from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 from beam_s3_sink.cli.runner import with_default_runner
 from beam_s3_sink.cli.schema_text import SchemaSyntaxError, format_schema, load_schema
 from beam_s3_sink.cli.sources import KINDS, ReadSource, Source, SourceError, parse_source, plan_source, source_totals
+from beam_s3_sink.cli.table import (
+    CatalogError,
+    CommittedCopy,
+    Secrets,
+    TableTarget,
+    catalog_with_s3_flags,
+    describe_catalog,
+    parse_catalog,
+    parse_table,
+    s3_flags_given,
+)
 from beam_s3_sink.clients import shared_client
 from beam_s3_sink.errors import CopyToS3Error, S3RequestError
 from beam_s3_sink.formats import resolve_format
@@ -92,7 +109,21 @@ exit status: 0 the copy finished; 1 the copy failed while it ran (no data visibl
 
 clean-up: {PROG} --abort SINK_ID --output s3://BUCKET/PATH [--force] removes what an
   incomplete (crashed or failed) copy left: its data files, pending uploads, sentinel and
-  claim, nothing else; a finished copy only with --force.
+  claim, nothing else; a finished copy only with --force. With --table NS.TABLE --catalog
+  CATALOG instead of --output: the pending uploads and uncommitted files of a table copy
+  (never a committed one's).
+
+Iceberg table: --table NS.TABLE --catalog CATALOG instead of --output copies into an Apache
+  Iceberg table with CopyToIceberg, as one snapshot (Parquet files; a missing table is created,
+  identity-partitioned on --partition_by), e.g.
+  {PROG} --source 'data/orders-*.csv' --table sales.orders --catalog @catalog.json
+  CATALOG is a JSON object of pyiceberg catalog properties ('{{"type": "sql", "uri":
+  "sqlite:///catalog.db", "warehouse": "s3://my-bucket/warehouse"}}'), @FILE.json holding one,
+  or a catalog name pyiceberg resolves (~/.pyiceberg.yaml, PYICEBERG_CATALOG__NAME__URI ...).
+  Its secrets (keys holding secret, token, credential or password) are never shown; @FILE
+  keeps them off the command line. --mode append (default), overwrite (replace every row) or
+  overwrite_partitions (replace the partitions the copy writes). The summary names the table
+  and the snapshot.
 """
 
 # format option flag -> the format objects' field it sets
@@ -109,6 +140,9 @@ FORMAT_OPTIONS = {
 }
 
 IF_EXISTS = ("error", "append", "replace")  # CopyToS3's if_exists (beam_s3_sink/if_exists.py)
+TABLE_MODES = ("append", "overwrite", "overwrite_partitions")  # CopyToIceberg's modes
+# --output's own flags, which mean nothing for --table
+OUTPUT_ONLY = ("if_exists", "num_batches", "keep_partition_columns")
 MIN_ROW_GROUP_BYTES = 1024  # ParquetFormat's least row_group_size
 
 # flags the command had once -> what to write instead (an error line, exit 2)
@@ -138,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Copy a data set (CSV, JSON Lines or Parquet files, local or on S3, or a generated\n"
         "one) to S3 as Parquet, PostgreSQL CSV or text, or JSON Lines, with beam_s3_sink's\n"
         "CopyToS3: data files appear only when the whole copy has succeeded, with a\n"
-        "manifest listing them. Prints the schema, a progress line and a summary.",
+        "manifest listing them; or (--table) into an Apache Iceberg table as one snapshot,\n"
+        "with CopyToIceberg. Prints the schema, a progress line and a summary.",
     )
     source = parser.add_argument_group("source")
     source.add_argument(
@@ -163,10 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     out = parser.add_argument_group("destination (CopyToS3 options)")
     out.add_argument(
         "--output",
-        required=True,
         metavar="s3://BUCKET/PATH",
-        help="where to copy to; the path must be empty (but for an earlier run of --sink_id), "
-        "unless --if_exists append or replace",
+        help="where to copy to (or --table); the path must be empty (but for an earlier run of "
+        "--sink_id), unless --if_exists append or replace",
     )
     out.add_argument(
         "--format", default="parquet", metavar="parquet|csv|text|jsonl", help="the output format (default parquet)"
@@ -191,7 +225,6 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--if_exists",
         choices=IF_EXISTS,
-        default="error",
         help="objects under --output that this copy did not write: error (default: refuse to "
         "copy), append (leave them), replace (delete them once the copy has committed)",
     )
@@ -200,7 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_columns,
         metavar="COL[,COL...]",
         help="write Hive-style directories PATH/COL=VALUE/... (integer, string, bool or date "
-        "columns); the columns are left out of the files unless --keep_partition_columns",
+        "columns); the columns are left out of the files unless --keep_partition_columns. With "
+        "--table: the table's identity partitions (default: an existing table's own)",
     )
     out.add_argument(
         "--keep_partition_columns",
@@ -214,6 +248,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="spread the rows over N batches by a hash of each row, each written by one worker "
         "as ID-batch-<bbbb>-<nnnn> files (a rerun of the same data writes the same keys; default: "
         "no shuffle, each worker writes files of the rows it reads)",
+    )
+    table = parser.add_argument_group("destination: an Iceberg table (CopyToIceberg options, instead of --output)")
+    table.add_argument(
+        "--table",
+        metavar="NS.TABLE",
+        help="copy into this Apache Iceberg table as one snapshot (created if missing; Parquet "
+        "files; --partition_by, --max_file_size, --sink_id and --dry-run apply)",
+    )
+    table.add_argument(
+        "--catalog",
+        metavar="JSON|@FILE|NAME",
+        help="with --table: pyiceberg catalog properties as a JSON object, @FILE.json holding "
+        "one, or a catalog name pyiceberg resolves; its secrets are never shown",
+    )
+    table.add_argument(
+        "--mode",
+        choices=TABLE_MODES,
+        help="with --table: append (default), overwrite (replace every row) or "
+        "overwrite_partitions (replace the partitions the copy writes)",
     )
     parser.add_argument("--verbose", action="store_true", help="show Beam's own log (INFO and up)")
     fmt = parser.add_argument_group("format options")
@@ -274,15 +327,22 @@ class CopyPlan:
 
     source: Source
     schema: pa.Schema
-    transform: CopyToS3
+    transform: Union[CopyToS3, CopyToIceberg]
     format_name: str
-    output: str
+    output: str  # --output's URI, or "table NS.TABLE" for --table
     pipeline: beam.Pipeline
     progress_dir: Optional[str]  # where local workers report rows read; None for remote ones
     total_rows: Optional[int] = None  # for the progress line: Parquet footers' rows, generate's rows
     total_bytes: Optional[int] = None  # CSV/JSON Lines: the files' bytes
     dry_run: bool = False
     result_path: Optional[str] = None  # --dry-run: where the result is kept (local workers)
+    table: Optional[TableTarget] = None  # --table: the table, its catalog and the secrets to mask
+    mode: Optional[str] = None  # --table: CopyToIceberg's mode
+    earlier: Optional[CommittedCopy] = None  # --table: the snapshot this --sink_id committed before
+
+    def mask(self, text: str) -> str:
+        """``text`` with the catalog's secrets masked (no change for ``--output``)."""
+        return self.table.secrets.mask(text) if self.table is not None else text
 
 
 def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPlan:
@@ -299,7 +359,10 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         argv, passed_on = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     args, beam_args = build_parser().parse_known_args(argv)
     _check_beam_flags(beam_args)
+    target = _check_destination(args)
+    mask = target.secrets.mask if target is not None else (lambda text: text)
     pipeline_args = with_default_runner(beam_args + passed_on)
+    earlier: Optional[CommittedCopy] = None
     try:
         FileSystems.set_options(PipelineOptions(pipeline_args))  # Beam's S3 file system reads --s3_*
         schema = load_schema(args.schema) if args.schema else None
@@ -307,23 +370,48 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         _check_flags(args)
         schema = plan_source(source, schema)
         _check_partition_columns(args.partition_by or (), schema)
-        transform = CopyToS3(
-            args.output,
-            format=_format(args),
-            schema=schema,
-            max_file_size=args.max_file_size,
-            sink_id=args.sink_id,
-            validate_only=args.dry_run,
-            if_exists=args.if_exists,
-            num_batches=args.num_batches,
-            partition_by=args.partition_by or (),
-            keep_partition_columns=args.keep_partition_columns,
-        )
         options = PipelineOptions(pipeline_args)
+        transform: Union[CopyToS3, CopyToIceberg]
+        if target is None:
+            transform = CopyToS3(
+                args.output,
+                format=_format(args),
+                schema=schema,
+                max_file_size=args.max_file_size,
+                sink_id=args.sink_id,
+                validate_only=args.dry_run,
+                if_exists=args.if_exists or "error",
+                num_batches=args.num_batches,
+                partition_by=args.partition_by or (),
+                keep_partition_columns=args.keep_partition_columns,
+            )
+        else:
+            flags = S3Config.from_pipeline_options(options)
+            if s3_flags_given(flags):  # the data files' store, as for --output; and pyiceberg's
+                merged = catalog_with_s3_flags(target.catalog, flags)
+                target = dataclasses.replace(target, catalog=merged, secrets=Secrets.of(merged))
+                target.secrets.install()
+            # A dry run touches no catalog (as CopyToIceberg's validate_only): rows and Parquet only.
+            partition_by = (args.partition_by or ()) if args.dry_run else target.check(schema, args.partition_by)[0]
+            s3 = flags if s3_flags_given(flags) else None if args.dry_run else target.named_s3()
+            transform = CopyToIceberg(
+                target.name,
+                catalog=target.catalog,
+                mode=args.mode or "append",
+                schema=schema,
+                partition_by=partition_by,
+                max_file_size=args.max_file_size,
+                sink_id=args.sink_id,
+                s3=s3,
+                validate_only=args.dry_run,
+            )
+            if args.sink_id and not args.dry_run:
+                earlier = target.committed_copy(transform.sink_id, files=False)
         local = progress_dir if _workers_are_local(options) else None
         pipeline = beam.Pipeline(options=options)
         rows = pipeline | "Read" >> ReadSource(source, schema, RowCounter(local))
-        copied = rows | "CopyToS3" >> transform  # checks the format against the schema
+        label = "CopyToS3" if target is None else "CopyToIceberg"
+        copied = rows | label >> transform  # checks the format against the schema
         result_path = None
         if args.dry_run:
             import os
@@ -331,22 +419,26 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
             result_path = os.path.join(progress_dir or tempfile.mkdtemp(prefix="beam-s3-copy-"), "result.pickle")
             copied | "KeepResult" >> beam.Map(_keep_result, result_path)
     except (SchemaSyntaxError, SourceError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(mask(str(exc))) from None
     except (ValueError, TypeError) as exc:
-        raise UsageError(as_flags(str(exc).replace("CopyToS3: ", "", 1))) from None
+        message = str(exc).replace("CopyToS3: ", "", 1).replace("CopyToIceberg: ", "", 1)
+        raise UsageError(mask(as_flags(message))) from None
     total_rows, total_bytes = source_totals(source)
     return CopyPlan(
         source,
         schema,
         transform,
-        args.format.lower(),
-        args.output.rstrip("/"),
+        "parquet" if target is not None else args.format.lower(),
+        args.output.rstrip("/") if target is None else f"table {target.name}",
         pipeline,
         local,
         total_rows,
         total_bytes,
         bool(args.dry_run),
         result_path,
+        target,
+        (args.mode or "append") if target is not None else None,
+        earlier,
     )
 
 
@@ -355,6 +447,44 @@ def _keep_result(result: Any, path: str) -> None:
 
     with open(path, "wb") as f:
         pickle.dump(result, f)
+
+
+def _check_destination(args: argparse.Namespace) -> Optional[TableTarget]:
+    """Exactly one of ``--output`` and ``--table``, and only the flags that apply to it; for
+    ``--table``, the table and its catalog (nothing loaded yet). Checked before the source is read."""
+    if (args.output is None) == (args.table is None):
+        both = "not both" if args.output is not None else "one is needed"
+        raise UsageError(f"give exactly one of --output s3://BUCKET/PATH and --table NS.TABLE ({both})")
+    if args.table is None:
+        given = [flag for flag in ("catalog", "mode") if getattr(args, flag) is not None]
+        if given:
+            raise UsageError(f"--{given[0]} applies only with --table NS.TABLE")
+        return None
+    for flag in OUTPUT_ONLY:
+        if getattr(args, flag) not in (None, False):
+            hint = " (for a table, --mode append, overwrite or overwrite_partitions)" if flag == "if_exists" else ""
+            raise UsageError(f"--{flag} applies only with --output, not with --table{hint}")
+    if args.format.strip().lower() != "parquet":
+        raise UsageError(
+            f"--format {args.format}: an Iceberg table (--table) is written as Parquet only; drop --format"
+        )
+    options = sorted(f"--{flag}" for flag in FORMAT_OPTIONS if getattr(args, flag) is not None)
+    if options:
+        raise UsageError(
+            f"{', '.join(options)} do(es) not apply to --table: CopyToIceberg writes Parquet with its own settings"
+        )
+    if args.catalog is None:
+        raise UsageError(
+            "--table needs --catalog: a JSON object of pyiceberg catalog properties, @FILE.json, or a catalog name"
+        )
+    try:
+        name = parse_table(args.table)
+        catalog = parse_catalog(args.catalog)
+    except (CatalogError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    secrets = Secrets.of(catalog)
+    secrets.install()  # the log too: --verbose shows Beam's and pyiceberg's records
+    return TableTarget(name, catalog, secrets)
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -425,9 +555,16 @@ def run(plan: CopyPlan, out: Any = None) -> int:
     ``sys.stdout`` of the call); the exit status."""
     console = Console.standard(out)
     verb = "Checking (dry run, nothing is written)" if plan.dry_run else "Copying"
+    where = plan.output
+    if plan.table is not None:
+        where = f"{plan.output} ({describe_catalog(plan.table.catalog)})"
+        if not plan.dry_run:
+            where += f", mode {plan.mode},"
     console.say(
-        f"{verb} {plan.source.describe()} to {plan.output} as {plan.format_name}, "
-        f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:",
+        plan.mask(
+            f"{verb} {plan.source.describe()} to {where} as {plan.format_name}, "
+            f"sink id {plan.transform.sink_id}, with {len(plan.schema)} columns:"
+        ),
         format_schema(plan.schema),
     )
     started = time.monotonic()
@@ -436,13 +573,18 @@ def run(plan: CopyPlan, out: Any = None) -> int:
             progress.result = plan.pipeline.run()
             state = progress.result.wait_until_finish()
     except Exception as exc:  # the runner's wrapping of the worker's error: keep its message
-        console.error(f"the copy failed: {as_flags(one_line_error(exc))}")
+        message = as_flags(one_line_error(exc))
+        if plan.table is not None:
+            message = for_table(message, plan.table.name)
+        console.error(plan.mask(f"the copy failed: {message}"))
         return 1
     if state != PipelineState.DONE:
         console.error(f"the pipeline ended in state {state}")
         return 1
     if plan.dry_run:
         return print_dry_run(plan, console)
+    if plan.table is not None:
+        return print_table_summary(plan, time.monotonic() - started, console)
     return print_summary(plan, time.monotonic() - started, console)
 
 
@@ -502,6 +644,43 @@ def print_summary(plan: CopyPlan, elapsed: float, console: Console) -> int:
     return 0
 
 
+def print_table_summary(plan: CopyPlan, elapsed: float, console: Console) -> int:
+    """Read the snapshot the copy committed (found by its sink id) and print the summary table;
+    0, or 1 if the table has no snapshot of the copy."""
+    assert plan.table is not None
+    name, sink_id = plan.table.name, plan.transform.sink_id
+    try:
+        copy = plan.table.committed_copy(sink_id)
+    except Exception as exc:  # the catalog or the table's files: say which, no secret
+        console.error(plan.mask(f"the pipeline finished but table {name} cannot be read: {one_line_error(exc)}"))
+        return 1
+    if copy is None:
+        console.error(f"the pipeline finished but table {name} has no snapshot of sink id {sink_id}")
+        return 1
+    rate = f" ({copy.rows / elapsed:,.0f} rows/s)" if elapsed > 0 else ""
+    how = copy.operation
+    if plan.earlier is not None and plan.earlier.snapshot_id == copy.snapshot_id:
+        how += f", committed by an earlier run of sink id {sink_id}: nothing new"
+    elif not copy.current:
+        how += ", no longer the table's current snapshot"
+    table = [
+        ("table", f"{name} ({describe_catalog(plan.table.catalog)})"),
+        ("snapshot", f"{copy.snapshot_id} ({how})"),
+        ("rows", f"{copy.rows:,}"),
+        ("files", f"{copy.files:,}"),
+        ("bytes", f"{copy.bytes:,} ({_human(copy.bytes)})"),
+    ]
+    if copy.removed_files or plan.mode != "append":
+        table.append(("replaced", f"{copy.removed_rows:,} rows in {copy.removed_files:,} file(s)"))
+    table += [("time", f"{elapsed:.1f} s{rate}"), ("metadata", copy.metadata_location)]
+    lines = ["\nCopy finished:", *(f"  {label:<9} {value}" for label, value in table)]
+    lines += [f"    {rows:>12,} rows {size:>14,} B  {uri}" for uri, rows, size in copy.added[:10]]
+    if len(copy.added) > 10:
+        lines.append(f"    ... and {len(copy.added) - 10} more")
+    console.say(*(plan.mask(line) for line in lines))
+    return 0
+
+
 def _human(size: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
@@ -534,6 +713,20 @@ _FLAG_SPELLINGS = (
 )
 
 
+def for_table(message: str, table: str) -> str:
+    """A CopyToIceberg failure, which reads as CopyToS3's (with a placeholder ``s3://`` URI), as
+    a failure of the copy into ``table``.
+
+    >>> for_table("CopyToS3 to s3://iceberg-table/a/b (sink_id 'n') failed: table a.b: refused", "a.b")
+    'the copy into table a.b (sink id n) failed: table a.b: refused'
+    """
+    return re.sub(
+        r"^CopyToS3 to \S+ \(sink_id '([^']*)'\) failed: ",
+        lambda m: f"the copy into table {table} (sink id {m[1]}) failed: ",
+        message,
+    )
+
+
 def as_flags(message: str) -> str:
     """A CopyToS3 message with its option names written as the command's flags.
 
@@ -549,7 +742,9 @@ def as_flags(message: str) -> str:
 
 def abort_main(argv: Sequence[str], out: Any = None) -> int:
     """``--abort SINK_ID --output s3://... [--force]``: remove what an incomplete copy left
-    (:func:`beam_s3_sink.abort_copy`) and print it; 0 done, 2 refused or bad flags, 1 S3 failed."""
+    (:func:`beam_s3_sink.abort_copy`) and print it; with ``--table NS.TABLE --catalog ...``
+    instead, what an uncommitted table copy left (:func:`beam_s3_sink.abort_table_copy`).
+    0 done, 2 refused or bad flags, 1 S3 failed."""
     console = Console.standard(out)
     from beam_s3_sink import CommittedCopyError, abort_copy
 
@@ -559,20 +754,51 @@ def abort_main(argv: Sequence[str], out: Any = None) -> int:
         "files, pending multipart uploads, sentinel and claim; nothing else.",
     )
     parser.add_argument("--abort", required=True, metavar="SINK_ID", help="the copy to remove")
-    parser.add_argument("--output", required=True, metavar="s3://BUCKET/PATH", help="where the copy was going")
+    parser.add_argument("--output", metavar="s3://BUCKET/PATH", help="where the copy was going")
+    parser.add_argument("--table", metavar="NS.TABLE", help="the Iceberg table the copy was going to")
+    parser.add_argument("--catalog", metavar="JSON|@FILE|NAME", help="with --table: the table's catalog")
     parser.add_argument("--force", action="store_true", help="also remove a copy that finished (its data!)")
+    secrets = Secrets()
     try:
         args, beam_args = parser.parse_known_args(list(argv))
         _check_beam_flags(beam_args)
         config = S3Config.from_pipeline_options(PipelineOptions(beam_args))
-        report = abort_copy(args.output, args.abort, s3=config, force=args.force)
+        if (args.output is None) == (args.table is None):
+            raise UsageError("give exactly one of --output s3://BUCKET/PATH and --table NS.TABLE")
+        if args.table is None:
+            if args.catalog is not None:
+                raise UsageError("--catalog applies only with --table NS.TABLE")
+            report = abort_copy(args.output, args.abort, s3=config, force=args.force)
+        else:
+            if args.force:
+                raise UsageError(
+                    "--force applies only with --output: a table copy that committed is the table's "
+                    "(delete its rows with the table's engine)"
+                )
+            if args.catalog is None:
+                raise UsageError(
+                    "--table needs --catalog: a JSON object of pyiceberg catalog properties, @FILE.json, or a name"
+                )
+            from beam_s3_sink.cli import table as table_cli
+
+            catalog = parse_catalog(args.catalog)
+            secrets = Secrets.of(catalog)
+            secrets.install()
+            given = s3_flags_given(config)
+            target = TableTarget(
+                parse_table(args.table), catalog_with_s3_flags(catalog, config) if given else catalog, secrets
+            )
+            report = table_cli.abort(target, args.abort, config if given else target.named_s3())
     except (UsageError, ValueError, CommittedCopyError) as exc:
-        console.error(f"error: {str(exc).replace('CopyToS3: ', '', 1)}")
+        console.error(secrets.mask(f"error: {str(exc).replace('CopyToS3: ', '', 1)}"))
         return 2
     except S3RequestError as exc:
-        console.error(f"the clean-up failed: {exc}")
+        console.error(secrets.mask(f"the clean-up failed: {exc}"))
         return 1
-    console.say(report.describe())
+    except Exception as exc:  # the catalog's or pyiceberg's own, with --table: one line, no secret
+        console.error(secrets.mask(f"the clean-up failed: {type(exc).__name__}: {one_line_error(exc)}"))
+        return 1
+    console.say(secrets.mask(report.describe()))
     return 0
 
 
