@@ -482,6 +482,10 @@ def _check_destination(args: argparse.Namespace) -> Optional[TableTarget]:
         catalog = parse_catalog(args.catalog)
     except (CatalogError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    import importlib.util
+
+    if importlib.util.find_spec("pyiceberg") is None:
+        raise UsageError("--table needs pyiceberg, which is not installed: pip install 'beam_s3_sink[iceberg]'")
     secrets = Secrets.of(catalog)
     secrets.install()  # the log too: --verbose shows Beam's and pyiceberg's records
     return TableTarget(name, catalog, secrets)

@@ -192,3 +192,12 @@ def test_abort_of_a_table_copy_refuses_bad_flags(argv, says, capsys):
     assert abort_main(argv) == 2
     err = capsys.readouterr().err
     assert says in err and SECRET not in err, err
+
+
+def test_a_table_without_pyiceberg_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyiceberg" else real(name, *a))
+    with pytest.raises(UsageError, match=r"^--table needs pyiceberg, .*: pip install 'beam_s3_sink\[iceberg\]'$"):
+        plan_copy(TABLE)
