@@ -95,6 +95,8 @@ class MergeReports(beam.CombineFn):
 class _CompleteFn(_S3DoFn):
     """Commits (or abandons) the copy and emits its :class:`CopyToResult`."""
 
+    TRANSFORM = "CopyToS3"  # how errors name the copy
+
     def __init__(self, settings: WriteSettings, fail_on_error: bool) -> None:
         super().__init__(settings.config)
         self._settings = settings
@@ -127,11 +129,15 @@ class _CompleteFn(_S3DoFn):
         else:
             self._abandon(report.files)
         self._release_claim(init)
-        result = CopyToResult(uri=self._keys.location.uri, sink_id=self._keys.sink_id, error=error)
+        result = CopyToResult(uri=self._uri(init), sink_id=self._keys.sink_id, error=error)
         _log.error("copy %s to %s failed: %s", self._keys.sink_id, result.uri, error)
         if self._fail_on_error:
-            raise CopyToS3Error(f"CopyToS3 to {result.uri} (sink_id {result.sink_id!r}) failed: {error}")
+            raise CopyToS3Error(f"{self.TRANSFORM} to {result.uri} (sink_id {result.sink_id!r}) failed: {error}")
         yield result
+
+    def _uri(self, init: InitOutcome) -> str:
+        """Where the copy goes, as its result and its errors name it."""
+        return self._keys.location.uri
 
     # success ----------------------------------------------------------------------------
     def _commit(self, report: UploadReport, init: InitOutcome) -> CopyToResult:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
@@ -202,17 +202,26 @@ class Catalog:
         props = dict(self.spec)
         return load_catalog(props.pop("name", "default"), **props)
 
+    def properties(self) -> Dict[str, Any]:
+        """The catalog's properties; for a name, as pyiceberg resolves it (``.pyiceberg.yaml``,
+        ``PYICEBERG_CATALOG__*``: read from files and the environment, no network)."""
+        if not isinstance(self.spec, str):
+            return dict(self.spec)
+        from pyiceberg.utils.config import Config
+
+        return dict(Config().get_catalog_config(self.spec) or {})
+
     def s3_config(self) -> Optional[S3Config]:
         """An :class:`S3Config` from the catalog's ``s3.*`` properties, if it has any."""
-        props: Dict[str, Any] = {} if isinstance(self.spec, str) else dict(self.spec)
-        if not any(k.startswith("s3.") for k in props):
+        props = self.properties()
+        if not any(k.startswith(("s3.", "client.")) for k in props):
             return None
         return S3Config(
             endpoint_url=props.get("s3.endpoint"),
             region_name=props.get("s3.region") or props.get("client.region"),
-            access_key_id=props.get("s3.access-key-id"),
-            secret_access_key=props.get("s3.secret-access-key"),
-            session_token=props.get("s3.session-token"),
+            access_key_id=props.get("s3.access-key-id") or props.get("client.access-key-id"),
+            secret_access_key=props.get("s3.secret-access-key") or props.get("client.secret-access-key"),
+            session_token=props.get("s3.session-token") or props.get("client.session-token"),
             path_style=str(props.get("s3.path-style-access", "")).lower() == "true" or None,
         )
 
@@ -277,6 +286,7 @@ class _TableInitFn(_S3DoFn):
         settings = self._settings
         table = _load_table(self._name, self._catalog, settings.schema, settings.layout)
         check_schema(table.schema(), settings.schema)
+        _check_partitions(table, settings.layout)
         keys = _data_keys(table, settings.keys.sink_id)
         done = committed_snapshot(table, keys.sink_id)
         if done is not None:
@@ -294,6 +304,20 @@ class _TableInitFn(_S3DoFn):
             settings, keys=keys, schema=_with_field_ids(settings.schema, file_schema(table.schema()))
         )
         return InitOutcome(warnings=tuple(warnings), settings=table_settings)
+
+
+def _check_partitions(table: Any, layout: Layout) -> None:
+    """The table must be partitioned exactly as the copy is: identity on ``partition_by``."""
+    from pyiceberg.transforms import IdentityTransform
+
+    schema, fields = table.schema(), table.spec().fields
+    columns = tuple(schema.find_field(f.source_id).name for f in fields)
+    if columns != layout.partition_by or not all(isinstance(f.transform, IdentityTransform) for f in fields):
+        spec = ", ".join(f"{f.transform}({schema.find_field(f.source_id).name})" for f in fields) or "nothing"
+        raise ValueError(
+            f"the table is partitioned by {spec}, the copy by {list(layout.partition_by) or 'nothing'}: pass "
+            f"partition_by={list(columns)} (a copy writes identity partitions only)"
+        )
 
 
 def _with_field_ids(schema: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
@@ -351,18 +375,40 @@ def abort_table_copy(
     return AbortReport(keys.location.uri, sink_id, tuple(deleted), tuple(aborted))
 
 
+def _typed(values: Sequence[Any], schema: pa.Schema) -> Tuple[Tuple[str, Any], ...]:
+    """A file's partition values (text, from its key) as values of their columns' types."""
+    out = []
+    for name, text in values:
+        typ = schema.field(name).type
+        if text is None or pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            out.append((name, text))
+        elif pa.types.is_boolean(typ):
+            out.append((name, text == "true"))
+        else:  # integers and dates, as Arrow parses them
+            out.append((name, pa.scalar(text).cast(typ).as_py()))
+    return tuple(out)
+
+
 class _TableCompleteFn(_CompleteFn):
     """Step 3 for a table: the uploads completed as for ``CopyToS3``, then one snapshot."""
+
+    TRANSFORM = "CopyToIceberg"
 
     def __init__(self, settings: WriteSettings, fail_on_error: bool, name: str, catalog: Catalog, mode: str) -> None:
         super().__init__(settings, fail_on_error)
         self._name, self._catalog, self._mode = name, catalog, mode
 
+    def _uri(self, init: InitOutcome) -> str:
+        return self._keys.location.uri if init.settings is not None else f"iceberg:{self._name}"
+
     def _publish(self, copied: List[CopiedFile], init: InitOutcome, warnings: List[str]) -> CopyToResult:
         from .iceberg_commit import TableFile, commit
 
         keys, layout = self._keys, init.settings.layout
-        files = [TableFile(f.uri, f.rows, f.bytes, tuple(f.stats), layout.values(f.uri)) for f in copied]
+        schema = init.settings.schema
+        files = [
+            TableFile(f.uri, f.rows, f.bytes, tuple(f.stats), _typed(layout.values(f.uri), schema)) for f in copied
+        ]
         try:
             table = self._catalog.load().load_table(self._name)
             snapshot_id = commit(table, files, self._mode, keys.sink_id)

@@ -327,3 +327,34 @@ def test_failure_race_and_mismatch_on_every_catalog(iceberg_catalog, tmp_path):
     )
     assert not mismatch.ok and "'name'" in mismatch.error and "string" in mismatch.error
     assert len(ids()) == 1100
+
+
+def test_int_and_bool_partitions_and_a_table_partitioned_otherwise(tmp_path, s3_config, s3_client, bucket):
+    from pyiceberg.catalog import load_catalog
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    schema = pa.schema([("id", pa.int64()), ("bucket", pa.int32()), ("flag", pa.bool_()), ("s", pa.string())])
+    rows = [{"id": i, "bucket": i % 3, "flag": i % 2 == 0, "s": f"v{i}"} for i in range(60)]
+    kwargs = dict(table="parts.mixed", catalog=catalog, schema=schema)
+    result = run_table_copy(rows, tmp_path, sink_id="one", partition_by=["bucket", "flag"], **kwargs)
+    assert result.ok and len(result.files) == 6, result.error
+    table = load_catalog("default", **catalog).load_table("parts.mixed")
+    assert sorted(table.scan(row_filter="bucket = 2 AND flag = true").to_arrow().column("id").to_pylist()) == [
+        i for i in range(60) if i % 3 == 2 and i % 2 == 0
+    ]
+    unpartitioned = run_table_copy(rows, tmp_path, sink_id="two", fail_on_error=False, **kwargs)
+    assert not unpartitioned.ok and "partition_by=['bucket', 'flag']" in unpartitioned.error
+    assert unpartitioned.uri == "iceberg:parts.mixed" and pending_uploads(s3_client, bucket) == []
+    other = run_table_copy(
+        rows,
+        tmp_path,
+        sink_id="three",
+        partition_by=["flag"],
+        mode="overwrite_partitions",
+        fail_on_error=False,
+        **kwargs,
+    )
+    assert not other.ok and "partitioned by identity(bucket), identity(flag)" in other.error, other.error
+    assert load_catalog("default", **catalog).load_table("parts.mixed").scan().to_arrow().num_rows == 60
+    with pytest.raises(Exception, match="CopyToIceberg to iceberg:parts.mixed .sink_id .four.. failed"):
+        run_table_copy(rows, tmp_path, sink_id="four", **kwargs)
