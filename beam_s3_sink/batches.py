@@ -4,14 +4,14 @@
 and Arrow elements (conformed: :mod:`.arrow_input`) into record batches of the copy's schema
 of about ``BATCH_BYTES``. :class:`_BatchFn` (no side input, no S3, so runners fuse it with
 whatever makes the rows) packs them into keyed Arrow IPC blobs for ``Write``: one blob per
-batch when the two steps are fused, blobs of about ``BLOB_BYTES`` (ZSTD) keyed by writer group
+batch (:class:`Batches`, no copy) when the two steps are fused, blobs of about ``BLOB_BYTES`` (ZSTD) keyed by writer group
 or by ``num_batches`` batch number before a ``GroupByKey``. An element that does not fit travels as an
 error blob carrying its message, and the writer that receives it fails the copy with it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 import numpy as np
@@ -105,8 +105,56 @@ def encode_blob(batches: List[pa.RecordBatch], schema: pa.Schema, compression: O
     return sink.getvalue().to_pybytes()
 
 
-def decode_blob(blob: bytes) -> Iterator[pa.RecordBatch]:
-    """The record batches of a blob; an error blob raises its :class:`BlobError`."""
+class Batches:
+    """Record batches handed from ``Batch`` to ``Write`` in one process (fused: no copy), or the
+    error that stopped them; its coder weighs it by ``nbytes``, encoding nothing, when Beam
+    samples element sizes, and encodes it as a blob only if a runner ever separates the steps."""
+
+    __slots__ = ("batches", "error")
+
+    def __init__(self, batches: Sequence[pa.RecordBatch] = (), error: Optional[str] = None) -> None:
+        self.batches, self.error = tuple(batches), error
+
+
+class BatchesCoder(beam.coders.Coder):
+    """The coder of :class:`Batches` (see there).
+
+    >>> coder, batch = BatchesCoder(), pa.record_batch({"id": [1, 2]})
+    >>> [b.num_rows for b in coder.decode(coder.encode(Batches([batch]))).batches], coder.estimate_size(Batches([batch]))
+    ([2], 16)
+    """
+
+    def encode(self, value: Batches) -> bytes:
+        if value.error is not None:
+            return _ERROR + value.error.encode()
+        return encode_blob(list(value.batches), value.batches[0].schema, None) if value.batches else b""
+
+    def decode(self, encoded: bytes) -> Batches:
+        try:
+            return Batches(list(decode_blob(encoded)) if encoded else ())
+        except BlobError as exc:
+            return Batches(error=str(exc))
+
+    def estimate_size(self, value: Batches) -> int:
+        return sum(b.nbytes for b in value.batches)
+
+    def is_deterministic(self) -> bool:
+        return False
+
+    def to_type_hint(self) -> Any:
+        return Batches
+
+
+beam.coders.registry.register_coder(Batches, BatchesCoder)
+
+
+def decode_blob(blob: Union[bytes, Batches]) -> Iterator[pa.RecordBatch]:
+    """The record batches of a blob (or of :class:`Batches`); an error raises its :class:`BlobError`."""
+    if isinstance(blob, Batches):
+        if blob.error is not None:
+            raise BlobError(blob.error)
+        yield from blob.batches
+        return
     if blob[:1] == _ERROR:
         raise BlobError(blob[1:].decode())
     with pa.ipc.open_stream(pa.py_buffer(memoryview(blob)[1:])) as reader:
@@ -153,8 +201,8 @@ def takes_batches(element_type: Any) -> bool:
 class _BatchFn(beam.DoFn):
     """Elements in, ``(key, blob)`` out; see the module docstring.
 
-    ``grouped=False``: every batch is sent at once, uncompressed, under one key (``Write`` is
-    fused with this step and writes per bundle). ``grouped=True``: batches are held up to
+    ``grouped=False``: every batch is sent at once, as :class:`Batches` (``Write`` is fused
+    with this step and writes per bundle). ``grouped=True``: batches are held up to
     ``blob_bytes`` and sent as ZSTD blobs keyed ``"<instance token>-<group>"`` (a new group
     every ``group_bytes``), or by batch number with ``num_batches``.
     """
@@ -184,7 +232,7 @@ class _BatchFn(beam.DoFn):
         self._held_bytes = 0
         self._failed = False
 
-    def process(self, element: Any) -> Iterable[Tuple[Key, bytes]]:
+    def process(self, element: Any) -> Iterable[Any]:
         if self._failed:  # the copy fails: the rest of the bundle is not worth converting
             return ()
         try:
@@ -203,9 +251,9 @@ class _BatchFn(beam.DoFn):
         for pair in out:
             yield WindowedValue(pair, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
-    def _route(self, batches: List[pa.RecordBatch], flush: bool = False) -> List[Tuple[Key, bytes]]:
+    def _route(self, batches: List[pa.RecordBatch], flush: bool = False) -> List[Any]:
         if not self._grouped:
-            return [("", encode_blob([b], self._schema, None)) for b in batches]
+            return [Batches(batches)] if batches else []
         for batch in batches:
             pieces = split_by_batch_number(batch, self._num_batches) if self._num_batches else [("", batch)]
             for key, piece in pieces:
@@ -224,10 +272,12 @@ class _BatchFn(beam.DoFn):
         self._in_group += size
         return f"{self._instance}-{self._group:06d}"
 
-    def _refuse(self, exc: BaseException) -> List[Tuple[Key, bytes]]:
+    def _refuse(self, exc: BaseException) -> List[Any]:
         """An error blob under the key of the next blob (batch 0 with ``num_batches``)."""
         self._failed = True
-        key: Key = 0 if self._num_batches else (self._key("", 0) if self._grouped else "")
+        if not self._grouped:
+            return [Batches(error=str(exc))]
+        key: Key = 0 if self._num_batches else self._key("", 0)
         return [(key, _ERROR + str(exc).encode())]
 
 
@@ -239,5 +289,5 @@ class _ArrowBatchFn(_BatchFn):
         return pa.Table
 
     @beam.DoFn.yields_elements
-    def process_batch(self, batch: pa.Table) -> Iterable[Tuple[Key, bytes]]:
+    def process_batch(self, batch: pa.Table) -> Iterable[Any]:
         return self.process(batch)

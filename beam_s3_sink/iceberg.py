@@ -18,12 +18,12 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.pvalue import AsList, AsSingleton, PCollection
+from apache_beam.pvalue import PCollection
 from apache_beam.transforms.display import DisplayDataItem
 
 from .cleanup import AbortReport, abort_uploads
 from .clients import _S3DoFn
-from .completion import MergeReports, _CompleteFn
+from .completion import _CompleteFn
 from .config import S3Config, resolve_config
 from .errors import CommittedCopyError, CopyToS3Error
 from .formats import ParquetFormat
@@ -33,7 +33,17 @@ from .messages import InitOutcome
 from .results import CopiedFile, CopyToResult
 from .s3 import call, list_keys
 from .schema import resolve_schema
-from .transform import DEFAULT_MAX_FILE_SIZE, MIN_FILE_SIZE, _one_window, _Upload, parse_size, upload_graph
+from .transform import (
+    DEFAULT_MAX_FILE_SIZE,
+    MIN_FILE_SIZE,
+    _Complete,
+    _Initialize,
+    _one_window,
+    _Upload,
+    check_upload_graph,
+    parse_size,
+    upload_graph,
+)
 from .validate import validate_rows
 from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
 
@@ -107,7 +117,7 @@ class CopyToIceberg(beam.PTransform):
         self._validate_only, self._max_open_files, self._upload_graph = (
             bool(validate_only),
             max_open_files,
-            upload_graph,
+            check_upload_graph(upload_graph),
         )
 
     @property
@@ -152,28 +162,12 @@ class CopyToIceberg(beam.PTransform):
         )
         if self._validate_only:
             return rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
-        errors = self._errors
-        errors = (
-            rows.pipeline | "NoUpstreamErrors" >> beam.Create([])
-            if errors is None
-            else _one_window(errors, "errors", "ErrorsInGlobalWindow")
-        )
-        init = (
-            rows.pipeline
-            | "Initialize" >> beam.Create([None])
-            | "LoadTable" >> beam.ParDo(_TableInitFn(self._table, self._catalog, settings), AsList(errors))
-        )
+        init_fn = _TableInitFn(self._table, self._catalog, settings)
+        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
         graph = upload_graph(rows.pipeline, self._upload_graph)
         reports = rows | "Upload" >> _Upload(settings, graph, None, init)
-        return (
-            reports
-            | "Merge" >> beam.CombineGlobally(MergeReports())
-            | "Commit"
-            >> beam.ParDo(
-                _TableCompleteFn(settings, self._fail_on_error, self._table, self._catalog, self._mode),
-                AsSingleton(init),
-            )
-        )
+        complete_fn = _TableCompleteFn(settings, self._fail_on_error, self._table, self._catalog, self._mode)
+        return reports | "Commit" >> _Complete(complete_fn, init)
 
 
 @dataclasses.dataclass(frozen=True)

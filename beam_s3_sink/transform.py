@@ -35,7 +35,7 @@ from apache_beam.pvalue import AsList, AsSingleton, PCollection
 from apache_beam.transforms.display import DisplayDataItem
 from apache_beam.transforms.window import GlobalWindows
 
-from .batches import _ArrowBatchFn, _BatchFn, takes_batches
+from .batches import Batches, _ArrowBatchFn, _BatchFn, takes_batches
 from .completion import MergeReports, _CompleteFn
 from .config import S3Config, resolve_config
 from .errors import CopyToS3Error
@@ -113,6 +113,13 @@ def upload_graph(pipeline: beam.Pipeline, requested: str = "auto", num_batches: 
         return requested
     in_process = isinstance(pipeline.runner, (DirectRunner, SwitchingDirectRunner, FnApiRunner))
     return "per_bundle" if in_process else "grouped"
+
+
+def check_upload_graph(requested: str) -> str:
+    """``requested`` if it names an upload graph, else ``ValueError``."""
+    if requested not in UPLOAD_GRAPHS:
+        raise ValueError(f"upload_graph must be one of {list(UPLOAD_GRAPHS)}, got {requested!r}")
+    return requested
 
 
 class CopyToS3(beam.PTransform):
@@ -205,9 +212,7 @@ class CopyToS3(beam.PTransform):
             raise ValueError(f"CopyToS3: max_open_files must be a positive int, got {max_open_files!r}")
         self._max_open_files = max_open_files
         self._validate_only = bool(validate_only)
-        if upload_graph not in UPLOAD_GRAPHS:
-            raise ValueError(f"CopyToS3: upload_graph must be one of {list(UPLOAD_GRAPHS)}, got {upload_graph!r}")
-        self._upload_graph = upload_graph
+        self._upload_graph = check_upload_graph(upload_graph)
         self._settings: Optional[WriteSettings] = None  # once expanded, for display_data
 
     @property
@@ -232,10 +237,10 @@ class CopyToS3(beam.PTransform):
         )
         if self._validate_only:  # dry run: no S3 request at all (see .validate)
             return rows | "Validate" >> validate_rows(settings)
-        init = rows.pipeline | "Initialize" >> _Initialize(keys, config, self._if_exists, self._errors)
+        init = rows.pipeline | "Initialize" >> _Initialize(_InitializeFn(keys, config, self._if_exists), self._errors)
         graph = upload_graph(rows.pipeline, self._upload_graph, self._num_batches)
         reports = rows | "Upload" >> _Upload(settings, graph, self._num_batches, init)
-        return reports | "Complete" >> _Complete(settings, self._fail_on_error, init)
+        return reports | "Complete" >> _Complete(_CompleteFn(settings, self._fail_on_error), init)
 
     def default_label(self) -> str:
         return f"CopyToS3({self._location.uri})"
@@ -319,23 +324,19 @@ def _without_user_info(url: Optional[str]) -> Optional[str]:
 
 
 class _Initialize(beam.PTransform):
-    """Step 1 (:mod:`.initialization`): one ``InitOutcome``, read by the other two steps as a
-    singleton side input."""
+    """Step 1 (:mod:`.initialization`, or a table's): ``init_fn`` runs once, with the ``errors``
+    input as a side input; its one ``InitOutcome`` is read by the other steps as a singleton."""
 
-    def __init__(self, keys: CopyKeys, config: S3Config, if_exists: str, errors: Optional[PCollection]) -> None:
+    def __init__(self, init_fn: beam.DoFn, errors: Optional[PCollection]) -> None:
         super().__init__()
-        self._keys, self._config, self._if_exists, self._errors = keys, config, if_exists, errors
+        self._init_fn, self._errors = init_fn, errors
 
     def expand(self, pipeline: Any) -> PCollection:
         if self._errors is None:
             errors = pipeline | "NoUpstreamErrors" >> beam.Create([])
         else:
             errors = _one_window(self._errors, "errors", "ErrorsInGlobalWindow")
-        return (
-            pipeline
-            | "Start" >> beam.Create([None])
-            | "Run" >> beam.ParDo(_InitializeFn(self._keys, self._config, self._if_exists), AsList(errors))
-        )
+        return pipeline | "Start" >> beam.Create([None]) | "Run" >> beam.ParDo(self._init_fn, AsList(errors))
 
 
 class _Upload(beam.PTransform):
@@ -348,23 +349,25 @@ class _Upload(beam.PTransform):
     def expand(self, rows: PCollection) -> PCollection:
         grouped = self._graph == "grouped"
         batch_fn = _ArrowBatchFn if takes_batches(rows.element_type) else _BatchFn
-        blobs = rows | "Batch" >> beam.ParDo(batch_fn(self._settings.schema, grouped, self._num_batches))
+        batch = beam.ParDo(batch_fn(self._settings.schema, grouped, self._num_batches))
         if grouped:
-            blobs = blobs | "Group" >> beam.GroupByKey()
+            blobs = rows | "Batch" >> batch | "Group" >> beam.GroupByKey()
+        else:
+            blobs = rows | "Batch" >> batch.with_output_types(Batches)
         return blobs | "Write" >> beam.ParDo(_WriteFn(self._settings, grouped), AsSingleton(self._init))
 
 
 class _Complete(beam.PTransform):
     """Step 3 (:mod:`.completion`): the reports merged into one, then committed (or abandoned)
-    into the one ``CopyToResult``."""
+    by ``complete_fn`` into the one ``CopyToResult``."""
 
-    def __init__(self, settings: WriteSettings, fail_on_error: bool, init: PCollection) -> None:
+    def __init__(self, complete_fn: beam.DoFn, init: PCollection) -> None:
         super().__init__()
-        self._settings, self._fail_on_error, self._init = settings, fail_on_error, init
+        self._complete_fn, self._init = complete_fn, init
 
     def expand(self, reports: PCollection) -> PCollection:
         return (
             reports
             | "Merge" >> beam.CombineGlobally(MergeReports())
-            | "Run" >> beam.ParDo(_CompleteFn(self._settings, self._fail_on_error), AsSingleton(self._init))
+            | "Run" >> beam.ParDo(self._complete_fn, AsSingleton(self._init))
         )

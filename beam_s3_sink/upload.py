@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Optional
 
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
@@ -30,7 +30,7 @@ _log = logging.getLogger(__name__)
 class _WriteFn(_S3DoFn):
     """Writes blobs into pending files; emits one :class:`UploadReport` per writer.
 
-    ``grouped=False``: elements are ``(key, blob)``, one writer per bundle. ``grouped=True``:
+    ``grouped=False``: elements are :class:`~.batches.Batches`, one writer per bundle. ``grouped=True``:
     elements are ``(key, [blob, ...])``, one writer per key; an int key is a ``num_batches``
     batch number, whose files are ``P/ID-batch-<bbbb>-<nnnn>`` (the same keys on every run).
     Other files are ``P/ID-<token>-<nnnn>``, with a fresh token per writer and attempt.
@@ -57,16 +57,16 @@ class _WriteFn(_S3DoFn):
     def start_bundle(self) -> None:
         self._bundle_writer: Optional[FileWriter] = None
 
-    def process(self, element: Tuple[Key, Any], init: InitOutcome) -> Iterable[UploadReport]:
+    def process(self, element: Any, init: InitOutcome) -> Iterable[UploadReport]:
         if init.error is not None or init.done is not None:
             return
-        key, blobs = element
         settings = init.settings or self._settings
-        if not self._grouped:
+        if not self._grouped:  # Batches, from the fused Batch step
             if self._bundle_writer is None:
-                self._bundle_writer = self._writer(key, settings)
-            self._bundle_writer.add_blob(blobs)
+                self._bundle_writer = self._writer("", settings)
+            self._bundle_writer.add_blob(element)
             return
+        key, blobs = element
         writer = self._writer(key, settings)
         for blob in blobs:
             writer.add_blob(blob)

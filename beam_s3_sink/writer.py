@@ -17,14 +17,14 @@ import dataclasses
 import io
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Union
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arrow_input import conform
-from .batches import BATCH_BYTES, HANDLED, Batcher, BlobError, decode_blob, split_runs
+from .batches import BATCH_BYTES, HANDLED, Batcher, Batches, BlobError, decode_blob, split_runs
 from .config import S3Config
 from .errors import EncodeError, RowError
 from .formats.base import ENCODE_ERRORS, FileEncoder, Format
@@ -162,7 +162,7 @@ class FileWriter:
         for batch in batches:
             self.add_batch(batch)
 
-    def add_blob(self, blob: bytes) -> None:
+    def add_blob(self, blob: Union[bytes, Batches]) -> None:
         """Take the batches of a blob (:func:`~.batches.decode_blob`); an error blob fails the writer."""
         try:
             for batch in decode_blob(blob):
