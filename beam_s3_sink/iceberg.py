@@ -275,7 +275,7 @@ class _TableInitFn(_S3DoFn):
             self._count_retries()
 
     def _initialize(self) -> InitOutcome:
-        from .iceberg_commit import check_schema, committed_snapshot, file_schema, referenced_paths
+        from .iceberg_commit import check_schema, committed_snapshot, file_schema
 
         settings = self._settings
         table = _load_table(self._name, self._catalog, settings.schema, settings.layout)
@@ -286,14 +286,8 @@ class _TableInitFn(_S3DoFn):
         if done is not None:
             _log.info("copy %s into %s committed snapshot %s already", keys.sink_id, self._name, done.snapshot_id)
             return InitOutcome(done=_result_of(table, keys, done))
-        bucket = keys.location.bucket
         warnings = abort_uploads(self._client, keys)[1]
-        leftovers = [o["Key"] for o in list_keys(self._client, bucket, keys.data_prefix) if keys.is_data_file(o["Key"])]
-        if leftovers:  # the table's own files stay: its snapshot of this sink id may have expired
-            keep = referenced_paths(table)
-            leftovers = [key for key in leftovers if keys.location.object_uri(key) not in keep]
-        for key in leftovers:  # completed by a crashed run, never committed: no snapshot has them
-            call(self._client, "DeleteObject", bucket, key)
+        _delete_uncommitted(self._client, keys, table)
         table_settings = dataclasses.replace(
             settings, keys=keys, schema=_with_field_ids(settings.schema, file_schema(table.schema()))
         )
@@ -347,7 +341,7 @@ def abort_table_copy(
 
     Raises :class:`~beam_s3_sink.CommittedCopyError` when a snapshot of ``sink_id`` exists.
     """
-    from .iceberg_commit import committed_snapshot, referenced_paths
+    from .iceberg_commit import committed_snapshot
 
     spec = Catalog(catalog if isinstance(catalog, str) else tuple(sorted(catalog.items())))
     loaded = spec.load().load_table(table)
@@ -358,15 +352,24 @@ def abort_table_copy(
             f"copy {sink_id!r} into {table} committed snapshot {done.snapshot_id}: its files are the table's"
         )
     client = (s3 or spec.s3_config() or S3Config()).make_client()
-    bucket, keep = keys.location.bucket, referenced_paths(loaded)
     aborted = [(keys.location.object_uri(k), u) for k, u in abort_uploads(client, keys, strict=True)[0]]
-    deleted = []
-    for item in list_keys(client, bucket, keys.data_prefix):
-        uri = keys.location.object_uri(item["Key"])
-        if keys.is_data_file(item["Key"]) and uri not in keep:
-            call(client, "DeleteObject", bucket, item["Key"])
-            deleted.append(uri)
+    deleted = _delete_uncommitted(client, keys, loaded)
     return AbortReport(keys.location.uri, sink_id, tuple(deleted), tuple(aborted))
+
+
+def _delete_uncommitted(client: Any, keys: CopyKeys, table: Any) -> List[str]:
+    """Delete the data files of ``keys``' sink id that the table does not reference (a crashed
+    run completed them but never committed; a file of an expired snapshot of this sink id that
+    the table still uses stays); return their URIs."""
+    from .iceberg_commit import referenced_paths
+
+    bucket = keys.location.bucket
+    owned = [o["Key"] for o in list_keys(client, bucket, keys.data_prefix) if keys.is_data_file(o["Key"])]
+    keep = referenced_paths(table) if owned else set()
+    deleted = [keys.location.object_uri(key) for key in owned if keys.location.object_uri(key) not in keep]
+    for uri in deleted:
+        call(client, "DeleteObject", bucket, uri[len(f"s3://{bucket}/") :])
+    return deleted
 
 
 def _typed(values: Sequence[Any], schema: pa.Schema) -> Tuple[Tuple[str, Any], ...]:

@@ -85,9 +85,8 @@ def read_ids(client, bucket: str, keys: List[str]) -> List[int]:
     return sorted(ids)
 
 
-def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_config, s3_client, bucket):
-    server, pool = restarting_flink
-    args = [
+def external_flink_args(server, pool) -> List[str]:
+    return [
         "--runner=PortableRunner",
         f"--job_endpoint={server.address}",
         "--parallelism=2",
@@ -95,20 +94,17 @@ def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_conf
         f"--environment_config={pool.address}",
         "--sdk_worker_parallelism=2",
     ]
-    copy = dict(
-        uri=f"s3://{bucket}/orders",
-        format=CsvFormat(),
-        schema=SCHEMA,
-        s3=s3_config,
-        sink_id="killed",
-        max_file_size="40MiB",
-    )
+
+
+def copy_and_kill_a_worker(pool, s3_client, bucket: str, copy) -> Dict[str, Any]:
+    """Run ``copy()`` on a thread, ``kill -9`` one SDK worker once a part has landed, wait for
+    the copy to end; return ``{"result": ...}`` or ``{"error": ...}``."""
     outcome: Dict[str, Any] = {}
 
     def run() -> None:
         try:
-            outcome["result"] = run_copy(args=args, generate=(payload_row, ROWS), **copy)
-        except Exception as exc:  # the job failed: what is left in the bucket is checked below
+            outcome["result"] = copy()
+        except Exception as exc:  # the job failed: what is left is checked by the caller
             outcome["error"] = exc
 
     thread = threading.Thread(target=run, daemon=True)
@@ -124,6 +120,23 @@ def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_conf
     _LOG.warning("killed SDK worker %s of %s with parts uploading", workers[0], workers)
     thread.join(900)
     assert not thread.is_alive(), "the copy did not end within 15 minutes of the kill"
+    return outcome
+
+
+def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_config, s3_client, bucket):
+    server, pool = restarting_flink
+    args = external_flink_args(server, pool)
+    copy = dict(
+        uri=f"s3://{bucket}/orders",
+        format=CsvFormat(),
+        schema=SCHEMA,
+        s3=s3_config,
+        sink_id="killed",
+        max_file_size="40MiB",
+    )
+    outcome = copy_and_kill_a_worker(
+        pool, s3_client, bucket, lambda: run_copy(args=args, generate=(payload_row, ROWS), **copy)
+    )
 
     expected = list(range(ROWS))
     if "result" in outcome:  # Flink restarted the job and it finished: exact, nothing extra
@@ -162,47 +175,18 @@ def test_a_killed_sdk_worker_leaves_one_snapshot_with_every_row_or_none(
     from pyiceberg.exceptions import NoSuchTableError
 
     from beam_s3_sink import CopyToIceberg
+    from test_iceberg import sqlite_catalog
 
     server, pool = restarting_flink
-    args = [
-        "--runner=PortableRunner",
-        f"--job_endpoint={server.address}",
-        "--parallelism=2",
-        "--environment_type=EXTERNAL",
-        f"--environment_config={pool.address}",
-        "--sdk_worker_parallelism=2",
-    ]
-    catalog = {
-        "type": "sql",
-        "uri": f"sqlite:///{tmp_path}/catalog.db",
-        "warehouse": f"s3://{bucket}/warehouse",
-        "s3.endpoint": s3_config.endpoint_url,
-        "s3.access-key-id": s3_config.access_key_id,
-        "s3.secret-access-key": s3_config.secret_access_key,
-        "s3.region": s3_config.region_name,
-        "s3.path-style-access": "true",
-    }
+    args = external_flink_args(server, pool)
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
     copy = dict(table="kill.orders", catalog=catalog, schema=SCHEMA, sink_id="killed", max_file_size="40MiB")
-    outcome: Dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["result"] = run_copy(args=args, generate=(payload_row, ROWS), transform=CopyToIceberg, **copy)
-        except Exception as exc:  # the job failed: the table is checked below
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 600
-    while uploaded_parts(s3_client, bucket) == 0:
-        assert thread.is_alive(), f"the copy ended before any part landed: {outcome}"
-        assert time.monotonic() < deadline, "no part landed within 10 minutes"
-        time.sleep(0.1)
-    workers = jobservers.child_pids(pool.process.pid)
-    assert len(workers) == 2, f"the pool should run two SDK workers, it runs {workers}"
-    os.kill(workers[0], signal.SIGKILL)
-    thread.join(900)
-    assert not thread.is_alive(), "the copy did not end within 15 minutes of the kill"
+    outcome = copy_and_kill_a_worker(
+        pool,
+        s3_client,
+        bucket,
+        lambda: run_copy(args=args, generate=(payload_row, ROWS), transform=CopyToIceberg, **copy),
+    )
 
     def snapshots_and_ids():
         try:
