@@ -1,5 +1,6 @@
-"""beam_s3_sink: copy a bounded Beam PCollection to S3 as Parquet, PostgreSQL COPY CSV/text, or JSON
-Lines (:class:`CopyToS3`), or into an Apache Iceberg table as one snapshot (:class:`CopyToIceberg`).
+"""beam_s3_sink: copy a Beam PCollection to S3 as Parquet, PostgreSQL COPY CSV/text, or JSON
+Lines (:class:`CopyToS3`), or into an Apache Iceberg table as one snapshot (:class:`CopyToIceberg`);
+a stream is committed unit by unit, one per window pane (:mod:`beam_s3_sink.stream`).
 
 The Beam counterpart of Materialize's ``COPY ... TO 's3://...'``: three steps (initialization
 on one worker, upload on every worker, one completion), data files made visible only when the
@@ -22,7 +23,7 @@ from .errors import CommittedCopyError, CopyToS3Error
 from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat, TextFormat
 from .iceberg import CopyToIceberg, abort_table_copy
 from .object_settings import ObjectSettings
-from .results import CopiedFile, CopyToResult
+from .results import CopiedFile, CopyToResult, StreamUnit
 from .transform import CopyToS3
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "CopyToIceberg",
     "CopyToResult",
     "CopiedFile",
+    "StreamUnit",
     "CopyToS3Error",
     "S3Config",
     "ObjectSettings",

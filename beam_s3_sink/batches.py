@@ -291,3 +291,35 @@ class _ArrowBatchFn(_BatchFn):
     @beam.DoFn.yields_elements
     def process_batch(self, batch: pa.Table) -> Iterable[Any]:
         return self.process(batch)
+
+
+class _StreamBatchFn(_BatchFn):
+    """:class:`_BatchFn` for a stream (grouped): rows are held per window, and each window's
+    blobs go out in that window, to the ``GroupByKey`` where its trigger fires. A row that does
+    not fit fails its window's unit only."""
+
+    _STATE = ("_batcher", "_held", "_held_bytes", "_failed")
+
+    def start_bundle(self) -> None:
+        self._windows: Dict[Any, Tuple[Any, ...]] = {}
+
+    def process(self, element: Any, window: Any = beam.DoFn.WindowParam) -> Iterable[Any]:
+        self._enter(window)
+        try:
+            return list(super().process(element))
+        finally:
+            self._windows[window] = tuple(getattr(self, name) for name in self._STATE)
+
+    def finish_bundle(self) -> Iterable[WindowedValue]:
+        for window in self._windows:
+            self._enter(window)
+            for blob in super().finish_bundle():
+                yield WindowedValue(blob.value, window.max_timestamp(), [window])
+        self._windows = {}
+
+    def _enter(self, window: Any) -> None:
+        if window in self._windows:
+            for name, value in zip(self._STATE, self._windows[window]):
+                setattr(self, name, value)
+        else:
+            super().start_bundle()

@@ -25,7 +25,16 @@ from .errors import S3RequestError
 from .keys import CopyKeys
 from .s3 import call, read_object
 
-__all__ = ["ClaimOutcome", "take_claim", "read_claim_holder", "release_claim", "abort_hint", "CONDITIONAL", "RELIST"]
+__all__ = [
+    "ClaimOutcome",
+    "take_claim",
+    "put_if_absent",
+    "read_claim_holder",
+    "release_claim",
+    "abort_hint",
+    "CONDITIONAL",
+    "RELIST",
+]
 
 _log = logging.getLogger(__name__)
 CONDITIONAL = "conditional"
@@ -49,7 +58,7 @@ def abort_hint(uri: str, sink_id: str) -> str:
     return f"beam-s3-copy --abort {sink_id} --output {uri}"
 
 
-def _conditional_put(client: Any, bucket: str, key: str, body: bytes, put_args: Dict[str, Any]) -> Optional[str]:
+def put_if_absent(client: Any, bucket: str, key: str, body: bytes, put_args: Dict[str, Any]) -> Optional[str]:
     """PutObject with If-None-Match: *; None when written, else S3's error code."""
     try:
         call(client, "PutObject", bucket, key, Body=body, IfNoneMatch="*", ContentType="application/json", **put_args)
@@ -91,7 +100,7 @@ def take_claim(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] =
         }
     ).encode()
     for attempt in range(_CONFLICT_RETRIES):
-        answer = _conditional_put(client, bucket, key, body, put_args)
+        answer = put_if_absent(client, bucket, key, body, put_args)
         if answer is None:
             return ClaimOutcome(guard=_probe(client, keys, body, put_args))
         if answer == "NotImplemented":
@@ -123,7 +132,7 @@ def take_claim(client: Any, keys: CopyKeys, put_args: Optional[Dict[str, Any]] =
 def _probe(client: Any, keys: CopyKeys, body: bytes, put_args: Dict[str, Any]) -> str:
     """Whether the store enforced the condition: a second conditional PUT must get 412."""
     bucket, key = keys.location.bucket, keys.claim
-    answer = _conditional_put(client, bucket, key, body, put_args)
+    answer = put_if_absent(client, bucket, key, body, put_args)
     if answer in ("PreconditionFailed", "ConditionalRequestConflict"):
         return CONDITIONAL
     _log.warning(

@@ -7,6 +7,8 @@ every reported upload (in parallel; one an earlier attempt completed is not an e
 every other pending upload of the copy, write the manifest, delete the replaced objects,
 release the claim, delete the sentinel. On an error it aborts the pending uploads, releases
 the claim, leaves the sentinel, and fails the pipeline (``fail_on_error``) or reports it.
+A stream's completion runs once per unit (window firing) instead; :mod:`.stream` says how
+that commit differs.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import io
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, List, Optional, Sequence
+from typing import Any, Iterable, List, Optional, Sequence
 
 import apache_beam as beam
 
@@ -25,11 +27,12 @@ from .errors import CopyToS3Error, ReplaceError, S3RequestError
 from .if_exists import delete_keys
 from .initialization import fallback_winner
 from .keys import TOKEN_HEX_DIGITS
-from .manifest import manifest_json
+from .manifest import manifest_json, result_from_manifest
 from .messages import InitOutcome, PendingFile, UploadReport
-from .results import CopiedFile, CopyToResult
+from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call
 from .schema import schema_to_json
+from .stream import commit_record, committed_unit, unit_of
 from .writer import WriteSettings
 
 __all__ = ["MergeReports", "ReportAccumulator"]
@@ -93,46 +96,63 @@ class MergeReports(beam.CombineFn):
 
 
 class _CompleteFn(_S3DoFn):
-    """Commits (or abandons) the copy and emits its :class:`CopyToResult`."""
+    """Commits (or abandons) the copy, or with ``stream`` one unit of it, and emits its
+    :class:`CopyToResult`."""
 
     TRANSFORM = "CopyToS3"  # how errors name the copy
 
-    def __init__(self, settings: WriteSettings, fail_on_error: bool) -> None:
+    def __init__(self, settings: WriteSettings, fail_on_error: bool, stream: bool = False) -> None:
         super().__init__(settings.config)
         self._settings = settings
         self._fail_on_error = fail_on_error
+        self._stream = stream
 
-    def process(self, report: UploadReport, init: InitOutcome) -> Iterable[CopyToResult]:
+    def process(
+        self,
+        report: UploadReport,
+        init: InitOutcome,
+        window: Any = beam.DoFn.WindowParam,
+        pane: Any = beam.DoFn.PaneInfoParam,
+    ) -> Iterable[CopyToResult]:
         settings = init.settings or self._settings  # a table's, decided by its initialization
         self._keys, self._format, self._schema = settings.keys, settings.format, settings.schema
+        unit = unit_of(window, pane) if self._stream else None
         try:
-            yield from self._finish(report, init)
+            yield from self._finish(report, init, unit)
         finally:
             self._count_retries()
 
-    def _finish(self, report: UploadReport, init: InitOutcome) -> Iterable[CopyToResult]:
+    def _finish(self, report: UploadReport, init: InitOutcome, unit: Optional[StreamUnit]) -> Iterable[CopyToResult]:
         if init.done is not None:
             yield init.done
             return
         error = init.error or report.error
         if error is None:
             try:
-                committed = self._commit(report, init)
+                committed = self._commit(report, init, unit)
             except ReplaceError as exc:  # committed: keep the new copy, leave the sentinel
                 error = str(exc)
             except CopyToS3Error as exc:  # an S3 request, or a table's commit
                 error = f"completing the copy failed: {exc}"
-                self._abandon(report.files, delete_completed=True)
+                if unit is not None and self._fail_on_error:  # a stream's runner retries the unit
+                    raise CopyToS3Error(f"{self.TRANSFORM} to {self._uri(init)}, unit {unit.id}: {error}") from exc
+                self._abandon(report.files, delete_completed=True, unit=unit)
             else:
-                yield committed
+                if committed is not None:
+                    yield committed
                 return
         else:
-            self._abandon(report.files)
-        self._release_claim(init)
-        result = CopyToResult(uri=self._uri(init), sink_id=self._keys.sink_id, error=error)
-        _log.error("copy %s to %s failed: %s", self._keys.sink_id, result.uri, error)
+            self._abandon(report.files, unit=unit)
+        if unit is None:
+            self._release_claim(init)
+        result = CopyToResult(uri=self._uri(init), sink_id=self._keys.sink_id, error=error, unit=unit)
+        what = f"unit {unit.id} of copy" if unit is not None else "copy"
+        _log.error("%s %s to %s failed: %s", what, self._keys.sink_id, result.uri, error)
         if self._fail_on_error:
-            raise CopyToS3Error(f"{self.TRANSFORM} to {result.uri} (sink_id {result.sink_id!r}) failed: {error}")
+            raise CopyToS3Error(
+                f"{self.TRANSFORM} to {result.uri} (sink_id {result.sink_id!r}"
+                f"{f', unit {unit.id}' if unit is not None else ''}) failed: {error}"
+            )
         yield result
 
     def _uri(self, init: InitOutcome) -> str:
@@ -140,22 +160,52 @@ class _CompleteFn(_S3DoFn):
         return self._keys.location.uri
 
     # success ----------------------------------------------------------------------------
-    def _commit(self, report: UploadReport, init: InitOutcome) -> CopyToResult:
-        """Complete every reported upload, abort every other of the copy, then publish."""
-        keys, files = self._keys, report.files
+    def _commit(self, report: UploadReport, init: InitOutcome, unit: Optional[StreamUnit]) -> Optional[CopyToResult]:
+        """Complete every reported upload, abort every other of the copy, then publish. A
+        stream's unit: reported again if committed already; nothing for an empty pane; its
+        other uploads are left to the units they belong to."""
+        keys, files = self._keys, tuple(report.files)
+        if unit is not None:
+            if not files:
+                return None
+            done = self._committed(unit)
+            if done is not None:
+                _log.info("unit %s of copy %s is committed already; reporting it again", unit.id, keys.sink_id)
+                self._abandon(files, unit=unit)
+                return done
+            files = tuple(self._record(unit, files))
+            named = {(f.key, f.upload_id) for f in files}
+            self._abandon([f for f in report.files if (f.key, f.upload_id) not in named], unit=unit)
         if files:
             with ThreadPoolExecutor(self._config.max_concurrency) as pool:
                 list(pool.map(self._complete, files))
         copied = sorted(
             (CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes, f.stats) for f in files), key=lambda f: f.uri
         )
-        warnings = list(init.warnings) + abort_uploads(self._client, keys, {(f.key, f.upload_id) for f in files})[1]
-        return self._publish(copied, init, warnings)
+        warnings = list(init.warnings)
+        if unit is None:
+            warnings += abort_uploads(self._client, keys, {(f.key, f.upload_id) for f in files})[1]
+        return self._publish(copied, init, warnings, unit)
 
-    def _publish(self, copied: List[CopiedFile], init: InitOutcome, warnings: List[str]) -> CopyToResult:
+    def _committed(self, unit: StreamUnit) -> Optional[CopyToResult]:
+        """The result of ``unit`` if an earlier attempt committed it (here: its manifest)."""
+        data = committed_unit(self._client, self._keys, unit)
+        uri = self._keys.location.object_uri(self._keys.unit_manifest(unit.id))
+        return None if data is None else result_from_manifest(data, uri)
+
+    def _record(self, unit: StreamUnit, files: Sequence[PendingFile]) -> Sequence[PendingFile]:
+        """The files ``unit`` commits (here: through its commit record, see :mod:`.stream`)."""
+        return commit_record(self._client, self._keys, unit, tuple(files), self._config.objects.control_args())
+
+    def _publish(
+        self, copied: List[CopiedFile], init: InitOutcome, warnings: List[str], unit: Optional[StreamUnit] = None
+    ) -> CopyToResult:
         """Make the completed files the copy (the one step a table target replaces): here the
-        manifest, the replaced objects deleted, the claim released, the sentinel deleted."""
+        manifest, the replaced objects deleted, the claim released, the sentinel deleted; for
+        a stream's unit, its manifest, then its commit record deleted."""
         keys, bucket = self._keys, self._keys.location.bucket
+        if unit is not None:
+            return self._publish_unit(copied, unit)
         copied = copied or [self._write_empty_file()]
         result = CopyToResult(
             uri=keys.location.uri,
@@ -196,6 +246,36 @@ class _CompleteFn(_S3DoFn):
             result.rows,
             len(result.files),
             result.bytes,
+        )
+        return result
+
+    def _publish_unit(self, copied: List[CopiedFile], unit: StreamUnit) -> CopyToResult:
+        keys, bucket = self._keys, self._keys.location.bucket
+        result = CopyToResult(
+            uri=keys.location.uri,
+            sink_id=keys.sink_id,
+            rows=sum(f.rows for f in copied),
+            bytes=sum(f.bytes for f in copied),
+            files=tuple(copied),
+            manifest_uri=keys.location.object_uri(keys.unit_manifest(unit.id)),
+            unit=unit,
+        )
+        body = manifest_json(
+            result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema)
+        )
+        args = self._config.objects.control_args()
+        call(
+            self._client,
+            "PutObject",
+            bucket,
+            keys.unit_manifest(unit.id),
+            Body=body,
+            ContentType="application/json",
+            **args,
+        )
+        call(self._client, "DeleteObject", bucket, keys.unit_commit(unit.id))
+        _log.info(
+            "unit %s of copy %s committed: %d rows in %d file(s)", unit.id, keys.sink_id, result.rows, len(copied)
         )
         return result
 
@@ -255,9 +335,13 @@ class _CompleteFn(_S3DoFn):
         except S3RequestError as exc:
             _log.warning("could not release the claim of copy %s: %s", self._keys.sink_id, exc)
 
-    def _abandon(self, files: Sequence[PendingFile], delete_completed: bool = False) -> None:
+    def _abandon(
+        self, files: Sequence[PendingFile], delete_completed: bool = False, unit: Optional[StreamUnit] = None
+    ) -> None:
         """Abort the pending uploads (best effort); after a failed commit, also delete the
-        files it had completed already, so that no partial copy stays visible."""
+        files it had completed already, so that no partial copy stays visible. A bounded copy
+        also aborts every other upload of its sink id; a stream's unit only its own (the
+        end of the stream aborts the rest)."""
         bucket = self._keys.location.bucket
         for pending in files:
             try:
@@ -270,4 +354,10 @@ class _CompleteFn(_S3DoFn):
                         _log.warning("could not delete %s: %s", pending.key, delete_exc)
                 else:
                     _log.warning("could not abort %s: %s", pending.key, exc)
-        abort_uploads(self._client, self._keys)
+        if unit is None:
+            abort_uploads(self._client, self._keys)
+        elif delete_completed:
+            try:
+                call(self._client, "DeleteObject", bucket, self._keys.unit_commit(unit.id))
+            except S3RequestError as exc:
+                _log.warning("could not delete the commit record of unit %s: %s", unit.id, exc)

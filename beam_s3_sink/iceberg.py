@@ -8,6 +8,8 @@ committed), and hands the upload step the table's write settings (its location, 
 Iceberg field ids). Parquet files are uploaded as for ``CopyToS3`` and not completed; completion
 completes them and commits exactly one snapshot that adds them (:mod:`.iceberg_commit`), with
 the sink id in its summary. A copy that fails leaves the table's current snapshot unchanged.
+A stream (:mod:`.stream`) commits one snapshot per unit, the unit's id beside the sink id in
+its summary; at its end, the files no snapshot took are removed.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from .formats import ParquetFormat
 from .keys import CopyKeys, S3Location, new_sink_id, parse_s3_uri, validate_sink_id
 from .layout import Layout
 from .messages import InitOutcome
-from .results import CopiedFile, CopyToResult
+from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call, list_keys
 from .schema import resolve_schema
+from .stream import _FinishStream, _FinishStreamFn, stream_windowing
 from .transform import (
     DEFAULT_MAX_FILE_SIZE,
     MIN_FILE_SIZE,
@@ -42,6 +45,7 @@ from .transform import (
     _Upload,
     check_upload_graph,
     parse_size,
+    refuse_for_streams,
     upload_graph,
 )
 from .validate import validate_rows
@@ -56,8 +60,9 @@ SECRET_PROPERTIES = ("secret", "token", "credential", "password")
 
 
 class CopyToIceberg(beam.PTransform):
-    """Copy a bounded PCollection into an Apache Iceberg table as one snapshot; output exactly
-    one :class:`~beam_s3_sink.CopyToResult` (with ``snapshot_id``).
+    """Copy a PCollection into an Apache Iceberg table as one snapshot; output exactly one
+    :class:`~beam_s3_sink.CopyToResult` (with ``snapshot_id``). A stream commits one snapshot
+    per unit and outputs one result per unit, as :class:`~beam_s3_sink.CopyToS3` does.
 
     >>> copy = CopyToIceberg("analytics.orders", catalog={"type": "sql", "uri": "sqlite:///cat.db"},
     ...                      mode="append", schema=pa.schema([("id", pa.int64())]))
@@ -73,7 +78,7 @@ class CopyToIceberg(beam.PTransform):
       mode: ``"append"``, ``"overwrite"`` (one snapshot that replaces every data file) or
         ``"overwrite_partitions"`` (replaces the data files of the partitions the copy wrote).
       schema, partition_by, max_file_size, sink_id, errors, fail_on_error, validate_only,
-        max_open_files, upload_graph: as for :class:`~beam_s3_sink.CopyToS3`.
+        max_open_files, upload_graph, triggering_frequency: as for :class:`~beam_s3_sink.CopyToS3`.
       s3: an :class:`S3Config` for the data files; default: made from the catalog's ``s3.*``
         properties when it has them, else the pipeline's S3Options, else boto3's chain.
     """
@@ -94,6 +99,7 @@ class CopyToIceberg(beam.PTransform):
         max_open_files: int = DEFAULT_MAX_OPEN_FILES,
         upload_graph: str = "auto",
         label: Optional[str] = None,
+        triggering_frequency: Optional[float] = None,
     ) -> None:
         super().__init__(label)
         if not isinstance(table, str) or "." not in table.strip(".") or "" in table.split("."):
@@ -119,6 +125,7 @@ class CopyToIceberg(beam.PTransform):
             max_open_files,
             check_upload_graph(upload_graph),
         )
+        self._triggering_frequency = triggering_frequency
 
     @property
     def sink_id(self) -> str:
@@ -149,7 +156,17 @@ class CopyToIceberg(beam.PTransform):
         }
 
     def expand(self, rows: PCollection) -> PCollection:
-        rows = _one_window(rows, "input")
+        stream = not rows.is_bounded
+        if stream:
+            refuse_for_streams(
+                "CopyToIceberg",
+                validate_only=self._validate_only,
+                upload_graph=self._upload_graph == "per_bundle",
+                mode=self._mode == "overwrite",
+            )
+            rows = stream_windowing(rows, self._triggering_frequency, "CopyToIceberg")
+        else:
+            rows = _one_window(rows, "input")
         schema = resolve_schema(self._schema, rows.element_type)
         fmt = ParquetFormat(types="exact")
         fmt.check_schema(schema)
@@ -162,12 +179,15 @@ class CopyToIceberg(beam.PTransform):
         )
         if self._validate_only:
             return rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
-        init_fn = _TableInitFn(self._table, self._catalog, settings)
+        init_fn = _TableInitFn(self._table, self._catalog, settings, stream)
         init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
-        graph = upload_graph(rows.pipeline, self._upload_graph)
-        reports = rows | "Upload" >> _Upload(settings, graph, None, init)
-        complete_fn = _TableCompleteFn(settings, self._fail_on_error, self._table, self._catalog, self._mode)
-        return reports | "Commit" >> _Complete(complete_fn, init)
+        graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
+        reports = rows | "Upload" >> _Upload(settings, graph, None, init, stream)
+        complete_fn = _TableCompleteFn(settings, self._fail_on_error, self._table, self._catalog, self._mode, stream)
+        results = reports | "Commit" >> _Complete(complete_fn, init, stream)
+        if stream:
+            _ = results | "Finish" >> _FinishStream(_TableFinishFn(settings, self._table, self._catalog), init)
+        return results
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,9 +277,9 @@ def _data_keys(table: Any, sink_id: str) -> CopyKeys:
 class _TableInitFn(_S3DoFn):
     """Step 1 for a table: load or create it, check it, clean up; emits one :class:`InitOutcome`."""
 
-    def __init__(self, name: str, catalog: Catalog, settings: WriteSettings) -> None:
+    def __init__(self, name: str, catalog: Catalog, settings: WriteSettings, stream: bool = False) -> None:
         super().__init__(settings.config)
-        self._name, self._catalog, self._settings = name, catalog, settings
+        self._name, self._catalog, self._settings, self._stream = name, catalog, settings, stream
 
     def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
         for error in errors:
@@ -282,7 +302,7 @@ class _TableInitFn(_S3DoFn):
         check_schema(table.schema(), settings.schema)
         _check_partitions(table, settings.layout)
         keys = _data_keys(table, settings.keys.sink_id)
-        done = committed_snapshot(table, keys.sink_id)
+        done = None if self._stream else committed_snapshot(table, keys.sink_id)
         if done is not None:
             _log.info("copy %s into %s committed snapshot %s already", keys.sink_id, self._name, done.snapshot_id)
             return InitOutcome(done=_result_of(table, keys, done))
@@ -313,13 +333,13 @@ def _with_field_ids(schema: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
     return pa.schema([table_schema.field(f.name).with_nullable(f.nullable) for f in schema])
 
 
-def _result_of(table: Any, keys: CopyKeys, snapshot: Any) -> CopyToResult:
+def _result_of(table: Any, keys: CopyKeys, snapshot: Any, unit: Optional[StreamUnit] = None) -> CopyToResult:
     """The result of an earlier commit of this sink id, from its snapshot and the files of it
-    that the table still holds."""
+    that the table still holds (a stream's unit: from its snapshot alone, without files)."""
     summary, head = snapshot.summary, f"s3://{keys.location.bucket}/"
     files = [
         CopiedFile(f["file_path"], f["record_count"], f["file_size_in_bytes"])
-        for f in (table.inspect.files().to_pylist() if table.current_snapshot() is not None else [])
+        for f in (table.inspect.files().to_pylist() if unit is None and table.current_snapshot() is not None else [])
         if f["file_path"].startswith(head) and keys.is_data_file(f["file_path"][len(head) :])
     ]
     return CopyToResult(
@@ -329,6 +349,7 @@ def _result_of(table: Any, keys: CopyKeys, snapshot: Any) -> CopyToResult:
         bytes=int(summary["added-files-size"] or 0),
         files=tuple(sorted(files, key=lambda f: f.uri)),
         snapshot_id=snapshot.snapshot_id,
+        unit=unit,
     )
 
 
@@ -391,14 +412,28 @@ class _TableCompleteFn(_CompleteFn):
 
     TRANSFORM = "CopyToIceberg"
 
-    def __init__(self, settings: WriteSettings, fail_on_error: bool, name: str, catalog: Catalog, mode: str) -> None:
-        super().__init__(settings, fail_on_error)
+    def __init__(
+        self, settings: WriteSettings, fail_on_error: bool, name: str, catalog: Catalog, mode: str, stream: bool = False
+    ) -> None:
+        super().__init__(settings, fail_on_error, stream)
         self._name, self._catalog, self._mode = name, catalog, mode
 
     def _uri(self, init: InitOutcome) -> str:
         return self._keys.location.uri if init.settings is not None else f"iceberg:{self._name}"
 
-    def _publish(self, copied: List[CopiedFile], init: InitOutcome, warnings: List[str]) -> CopyToResult:
+    def _committed(self, unit: StreamUnit) -> Optional[CopyToResult]:
+        from .iceberg_commit import committed_snapshot
+
+        table = self._catalog.load().load_table(self._name)
+        done = committed_snapshot(table, self._keys.sink_id, unit.id)
+        return None if done is None else _result_of(table, self._keys, done, unit)
+
+    def _record(self, unit: StreamUnit, files: Sequence[Any]) -> Sequence[Any]:
+        return files  # the snapshot is the commit: a unit cut short left only unreferenced files
+
+    def _publish(
+        self, copied: List[CopiedFile], init: InitOutcome, warnings: List[str], unit: Optional[StreamUnit] = None
+    ) -> CopyToResult:
         from .iceberg_commit import TableFile, commit
 
         keys, layout = self._keys, init.settings.layout
@@ -408,7 +443,7 @@ class _TableCompleteFn(_CompleteFn):
         ]
         try:
             table = self._catalog.load().load_table(self._name)
-            snapshot_id = commit(table, files, self._mode, keys.sink_id)
+            snapshot_id = commit(table, files, self._mode, keys.sink_id, unit.id if unit is not None else None)
         except CopyToS3Error:
             raise
         except Exception as exc:  # the catalog's: the files are completed, so completion deletes them
@@ -424,4 +459,18 @@ class _TableCompleteFn(_CompleteFn):
             files=tuple(copied),
             warnings=tuple(warnings),
             snapshot_id=snapshot_id,
+            unit=unit,
         )
+
+
+class _TableFinishFn(_FinishStreamFn):
+    """At the end of a stream into a table: abort the uploads no unit named, and delete the
+    files of units cut short that no snapshot took."""
+
+    def __init__(self, settings: WriteSettings, name: str, catalog: Catalog) -> None:
+        super().__init__(settings)
+        self._name, self._catalog = name, catalog
+
+    def _finish(self, keys: CopyKeys, init: InitOutcome) -> None:
+        abort_uploads(self._client, keys)
+        _delete_uncommitted(self._client, keys, self._catalog.load().load_table(self._name))

@@ -6,7 +6,9 @@ finished (report that result again, write nothing); otherwise it takes the path'
 (``if_exists="error"``, naming them) or records them for completion to delete
 (``"replace"``), writes the ``INCOMPLETE`` sentinel, and removes what an earlier failed run
 of ``ID`` left (pending uploads, best effort; data files and a stale manifest, which a reader
-would see, or the copy fails).
+would see, or the copy fails). A stream's earlier run left committed units, which stay, and
+perhaps a unit's commit record, whose uploads stay for the unit's replay to finish
+(:mod:`.stream`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .keys import CopyKeys
 from .manifest import result_from_manifest
 from .messages import InitOutcome
 from .s3 import call, list_keys, read_object
+from .stream import recorded_uploads
 
 __all__ = ["initialize", "fallback_winner"]
 
@@ -33,17 +36,20 @@ _SHOWN_FOREIGN_KEYS = 5
 class _InitializeFn(_S3DoFn):
     """Validates the destination and writes the sentinel; emits one :class:`InitOutcome`."""
 
-    def __init__(self, keys: CopyKeys, config: S3Config, if_exists: str = "error") -> None:
+    def __init__(self, keys: CopyKeys, config: S3Config, if_exists: str = "error", stream: bool = False) -> None:
         super().__init__(config)
         self._keys = keys
         self._if_exists = if_exists
+        self._stream = stream
 
     def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
         for error in errors:
             yield InitOutcome(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
         try:
-            init = initialize(self._client, self._keys, self._if_exists, self._config.objects.control_args())
+            init = initialize(
+                self._client, self._keys, self._if_exists, self._config.objects.control_args(), self._stream
+            )
         except S3RequestError as exc:
             init = InitOutcome(error=str(exc))
         self._count_retries()
@@ -51,7 +57,11 @@ class _InitializeFn(_S3DoFn):
 
 
 def initialize(
-    client: Any, keys: CopyKeys, if_exists: str = "error", put_args: Optional[Dict[str, Any]] = None
+    client: Any,
+    keys: CopyKeys,
+    if_exists: str = "error",
+    put_args: Optional[Dict[str, Any]] = None,
+    stream: bool = False,
 ) -> InitOutcome:
     """Run initialization against S3 (see the module docstring); return what it found.
 
@@ -61,7 +71,7 @@ def initialize(
     location = keys.location
     bucket = location.bucket
     present = {o["Key"] for o in list_keys(client, bucket, location.list_prefix)}
-    if keys.manifest in present and keys.sentinel not in present:
+    if not stream and keys.manifest in present and keys.sentinel not in present:
         data = read_object(client, bucket, keys.manifest)
         _log.info("copy %s to %s already finished; reporting its result again", keys.sink_id, location.uri)
         return InitOutcome(done=result_from_manifest(data, location.object_uri(keys.manifest)))
@@ -73,7 +83,7 @@ def initialize(
             return InitOutcome(error=_claimed_by_other(keys, claim.holder or "?", claim.started))
         guard = claim.guard
         present = {o["Key"] for o in list_keys(client, bucket, location.list_prefix)}
-        if keys.manifest in present and keys.sentinel not in present:  # finished meanwhile
+        if not stream and keys.manifest in present and keys.sentinel not in present:  # finished meanwhile
             _release(client, keys, guard)
             data = read_object(client, bucket, keys.manifest)
             return InitOutcome(done=result_from_manifest(data, location.object_uri(keys.manifest)))
@@ -90,6 +100,10 @@ def initialize(
         if winner != keys.sink_id:
             call(client, "DeleteObject", bucket, keys.sentinel)
             return InitOutcome(error=_claimed_by_other(keys, winner, ""))
+    if stream:
+        records = [k for k in present if keys.is_unit_object(k) and k.endswith(".commit.json")]
+        warnings = abort_uploads(client, keys, recorded_uploads(client, keys, records))[1]
+        return InitOutcome(warnings=tuple(warnings), guard=guard)
     warnings = abort_uploads(client, keys)[1]
     leftovers = sorted(k for k in present if k != keys.sentinel and keys.is_owned(k))
     for key in leftovers:

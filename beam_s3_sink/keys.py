@@ -5,8 +5,10 @@ A copy to ``s3://bucket/P`` with sink id ``ID`` writes only these keys::
     P/ID-<token>-<nnnn>.<ext>       data files (token: 16 hex digits, one per file writer)
     P/ID-batch-<bbbb>-<nnnn>.<ext>  data files of batch bbbb (num_batches: same keys every run)
     P/col=v/.../ID-...              the same, in Hive-style partition directories (partition_by)
-    P/_ID-INCOMPLETE                sentinel: a copy of ID is in progress or failed
+    P/_ID-INCOMPLETE                sentinel: a copy of ID is in progress or failed (a stream: runs)
     P/_ID-manifest.json             manifest: the copy of ID finished
+    P/_ID-<unit>.manifest.json      a stream's unit committed (unit: StreamUnit.id)
+    P/_ID-<unit>.commit.json        a stream's unit being committed: the files it completes
     P/_CLAIM                        claim: the one copy writing to P now (see .claim); not owned by ID
 
 Ownership is decided by matching the whole key, never by a bare prefix test, so that the
@@ -37,6 +39,7 @@ TOKEN_HEX_DIGITS = 16
 CLAIM_NAME = "_CLAIM"
 _SENTINEL_RE = re.compile(r"^_([A-Za-z0-9][A-Za-z0-9_.\-]{0,99})-INCOMPLETE$")
 _MANIFEST_RE = re.compile(r"^_([A-Za-z0-9][A-Za-z0-9_.\-]{0,99})-manifest\.json$")
+_UNIT_RE = r"(?:global|\d{8}T\d{6}(?:\.\d{6})?Z-\d{8}T\d{6}(?:\.\d{6})?Z)-p\d+"
 MAX_BATCHES = 10_000  # num_batches: batch numbers are 4 digits, so that no token can read as one
 
 
@@ -139,6 +142,23 @@ class CopyKeys:
     def manifest(self) -> str:
         return self.location.key(f"_{self.sink_id}-manifest.json")
 
+    def unit_manifest(self, unit: str) -> str:
+        """The manifest of a stream's unit ``unit`` (``StreamUnit.id``).
+
+        >>> CopyKeys(S3Location("b", "p"), "a").unit_manifest("global-p0")
+        'p/_a-global-p0.manifest.json'
+        """
+        return self.location.key(f"_{self.sink_id}-{unit}.manifest.json")
+
+    def unit_commit(self, unit: str) -> str:
+        """The record of a unit's commit in progress: the files it completes (:mod:`.stream`)."""
+        return self.location.key(f"_{self.sink_id}-{unit}.commit.json")
+
+    def is_unit_object(self, key: str) -> bool:
+        """Whether ``key`` is a unit manifest or a unit's commit record of this copy."""
+        pattern = r"_" + re.escape(self.sink_id) + "-" + _UNIT_RE + r"\.(?:manifest|commit)\.json"
+        return re.fullmatch(pattern, self._relative(key) or "") is not None
+
     @property
     def claim(self) -> str:
         """The path's claim object, which every copy into ``P`` contends for (:mod:`.claim`)."""
@@ -193,8 +213,9 @@ class CopyKeys:
         return rest is not None and bool(self._data_re().match(rest))
 
     def is_owned(self, key: str) -> bool:
-        """Whether ``key`` is an object this copy writes (data file, sentinel or manifest)."""
-        return key in (self.sentinel, self.manifest) or self.is_data_file(key)
+        """Whether ``key`` is an object this copy writes (data file, sentinel, manifest, or a
+        stream's unit objects)."""
+        return key in (self.sentinel, self.manifest) or self.is_data_file(key) or self.is_unit_object(key)
 
     def _data_re(self) -> "re.Pattern[str]":
         return re.compile(

@@ -1,16 +1,17 @@
-"""The manifest a finished copy writes (``P/_ID-manifest.json``), and reading it back: Amazon
-Redshift's ``COPY ... MANIFEST`` entries (``url``, ``mandatory``, ``meta.content_length``,
-``meta.record_count``, plus ``meta.columns`` statistics), then the totals, the format and the
-schema.
+"""The manifest a finished copy writes (``P/_ID-manifest.json``; a stream's unit:
+``P/_ID-<unit>.manifest.json``), and reading it back: Amazon Redshift's ``COPY ... MANIFEST``
+entries (``url``, ``mandatory``, ``meta.content_length``, ``meta.record_count``, plus
+``meta.columns`` statistics), then the totals, the format, the schema and a stream's ``unit``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict
+from datetime import datetime
+from typing import Any, Dict, Optional
 
 from .formats.stats import stats_from_json, stats_json
-from .results import CopiedFile, CopyToResult
+from .results import CopiedFile, CopyToResult, StreamUnit
 
 __all__ = ["manifest_json", "result_from_manifest"]
 
@@ -34,6 +35,15 @@ def manifest_json(result: CopyToResult, format_description: Dict[str, Any], sche
         "format": format_description,
         "schema": schema_json,
     }
+    if result.unit is not None:
+        unit = result.unit
+        body["unit"] = {
+            "id": unit.id,
+            "window_start": unit.start.isoformat() if unit.start else None,
+            "window_end": unit.end.isoformat() if unit.end else None,
+            "pane": unit.pane,
+            "timing": unit.timing,
+        }
     return json.dumps(body, indent=1, sort_keys=False).encode("utf-8")
 
 
@@ -56,4 +66,17 @@ def result_from_manifest(data: bytes, manifest_uri: str) -> CopyToResult:
         bytes=int(body["bytes"]),
         files=files,
         manifest_uri=manifest_uri,
+        unit=_unit(body.get("unit")),
+    )
+
+
+def _unit(data: Optional[Dict[str, Any]]) -> Optional[StreamUnit]:
+    if data is None:
+        return None
+    start, end = data["window_start"], data["window_end"]
+    return StreamUnit(
+        datetime.fromisoformat(start) if start else None,
+        datetime.fromisoformat(end) if end else None,
+        int(data["pane"]),
+        data["timing"],
     )

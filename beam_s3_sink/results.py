@@ -5,9 +5,10 @@ file. Both are frozen dataclasses: picklable, comparable, and safe to print (no 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Optional, Tuple
 
-__all__ = ["CopiedFile", "CopyToResult"]
+__all__ = ["CopiedFile", "CopyToResult", "StreamUnit"]
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,43 @@ class CopiedFile:
     bytes: int
     # Per column: null count, min, max (beam_s3_sink.formats.stats.ColumnStats), as in the manifest.
     stats: Tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class StreamUnit:
+    """One unit of a streaming copy: the window pane it commits.
+
+    >>> from datetime import datetime, timezone
+    >>> unit = StreamUnit(datetime(2026, 12, 7, 3, 0, tzinfo=timezone.utc),
+    ...                   datetime(2026, 12, 7, 3, 5, tzinfo=timezone.utc), pane=0, timing="ON_TIME")
+    >>> unit.id
+    '20261207T030000Z-20261207T030500Z-p0'
+    >>> StreamUnit(None, None, pane=3, timing="EARLY").id  # the global window (triggering_frequency)
+    'global-p3'
+
+    Attributes:
+      start, end: the window (UTC); None for the global window.
+      pane: the pane's index in its window (0, 1, ... as the trigger fires).
+      timing: ``"EARLY"``, ``"ON_TIME"``, ``"LATE"`` or ``"UNKNOWN"`` (Beam's ``PaneInfoTiming``).
+    """
+
+    start: Optional[datetime]
+    end: Optional[datetime]
+    pane: int
+    timing: str
+
+    @property
+    def id(self) -> str:
+        """The unit's name in object keys and snapshot summaries: the same on every attempt."""
+        if self.start is None or self.end is None:
+            return f"global-p{self.pane}"
+        return f"{_compact(self.start)}-{_compact(self.end)}-p{self.pane}"
+
+
+def _compact(moment: datetime) -> str:
+    """``20261207T030000Z`` (with ``.123456`` when the moment has microseconds)."""
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y%m%dT%H%M%S") + (f".{moment.microsecond:06d}" if moment.microsecond else "") + "Z"
 
 
 @dataclass(frozen=True)
@@ -42,6 +80,7 @@ class CopyToResult:
       invalid_rows, invalid: (dry run) how many rows would fail, and the first ones with
         their position and the reason.
       snapshot_id: a table target's snapshot that holds the copy (``CopyToIceberg``).
+      unit: a streaming copy's unit (its window and pane); None for a bounded copy.
     """
 
     uri: str
@@ -56,6 +95,7 @@ class CopyToResult:
     invalid_rows: int = 0
     invalid: Tuple[str, ...] = ()
     snapshot_id: Optional[int] = None
+    unit: Optional[StreamUnit] = None
 
     @property
     def ok(self) -> bool:

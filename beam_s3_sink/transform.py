@@ -35,7 +35,7 @@ from apache_beam.pvalue import AsList, AsSingleton, PCollection
 from apache_beam.transforms.display import DisplayDataItem
 from apache_beam.transforms.window import GlobalWindows
 
-from .batches import Batches, _ArrowBatchFn, _BatchFn, takes_batches
+from .batches import Batches, _ArrowBatchFn, _BatchFn, _StreamBatchFn, takes_batches
 from .completion import MergeReports, _CompleteFn
 from .config import S3Config, resolve_config
 from .errors import CopyToS3Error
@@ -45,6 +45,7 @@ from .initialization import _InitializeFn
 from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
 from .layout import Layout
 from .schema import resolve_schema
+from .stream import _FinishStream, _FinishStreamFn, stream_windowing
 from .upload import _WriteFn
 from .validate import validate_rows
 from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
@@ -123,8 +124,8 @@ def check_upload_graph(requested: str) -> str:
 
 
 class CopyToS3(beam.PTransform):
-    """Copy a bounded PCollection to S3 as Parquet, CSV, text or JSON Lines; output exactly one
-    :class:`~beam_s3_sink.CopyToResult`.
+    """Copy a PCollection to S3 as Parquet, CSV, text or JSON Lines; output exactly one
+    :class:`~beam_s3_sink.CopyToResult` (a stream: one per committed unit, see below).
 
     >>> schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
     >>> with beam.Pipeline() as p:
@@ -164,6 +165,13 @@ class CopyToS3(beam.PTransform):
         nothing (no S3 request), and report the rows that would fail (:mod:`.validate`).
       upload_graph: ``"auto"`` (default: :func:`upload_graph` decides by the runner),
         ``"per_bundle"`` or ``"grouped"``.
+      triggering_frequency: seconds; for an unbounded PCollection in the global window,
+        commit what arrived in each interval as one unit.
+
+    An unbounded PCollection (a stream) is committed unit by unit (:mod:`.stream`): each pane
+    its windows' trigger fires, or each ``triggering_frequency`` interval in the global window,
+    is all or nothing and committed once, with its own manifest ``P/_ID-<unit>.manifest.json``;
+    the output holds one result per unit, naming its window and pane (``result.unit``).
     """
 
     def __init__(
@@ -184,6 +192,7 @@ class CopyToS3(beam.PTransform):
         label: Optional[str] = None,
         validate_only: bool = False,
         upload_graph: str = "auto",
+        triggering_frequency: Optional[float] = None,
     ) -> None:
         super().__init__(label)
         self._location = parse_s3_uri(uri)
@@ -213,6 +222,7 @@ class CopyToS3(beam.PTransform):
         self._max_open_files = max_open_files
         self._validate_only = bool(validate_only)
         self._upload_graph = check_upload_graph(upload_graph)
+        self._triggering_frequency = triggering_frequency
         self._settings: Optional[WriteSettings] = None  # once expanded, for display_data
 
     @property
@@ -221,7 +231,16 @@ class CopyToS3(beam.PTransform):
         return self._sink_id
 
     def expand(self, rows: PCollection) -> PCollection:
-        rows = _one_window(rows, "input")
+        stream = not rows.is_bounded
+        if stream:
+            refuse_for_streams(
+                "CopyToS3",
+                num_batches=self._num_batches is not None,
+                if_exists=self._if_exists == "replace",
+                validate_only=self._validate_only,
+                upload_graph=self._upload_graph == "per_bundle",
+            )
+        rows = stream_windowing(rows, self._triggering_frequency, "CopyToS3") if stream else _one_window(rows, "input")
         schema = resolve_schema(self._schema, rows.element_type)
         self._format.check_schema(schema)
         self._layout.check(schema)
@@ -237,10 +256,14 @@ class CopyToS3(beam.PTransform):
         )
         if self._validate_only:  # dry run: no S3 request at all (see .validate)
             return rows | "Validate" >> validate_rows(settings)
-        init = rows.pipeline | "Initialize" >> _Initialize(_InitializeFn(keys, config, self._if_exists), self._errors)
-        graph = upload_graph(rows.pipeline, self._upload_graph, self._num_batches)
-        reports = rows | "Upload" >> _Upload(settings, graph, self._num_batches, init)
-        return reports | "Complete" >> _Complete(_CompleteFn(settings, self._fail_on_error), init)
+        init_fn = _InitializeFn(keys, config, self._if_exists, stream)
+        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
+        graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph, self._num_batches)
+        reports = rows | "Upload" >> _Upload(settings, graph, self._num_batches, init, stream)
+        results = reports | "Complete" >> _Complete(_CompleteFn(settings, self._fail_on_error, stream), init, stream)
+        if stream:
+            _ = results | "Finish" >> _FinishStream(_FinishStreamFn(settings), init)
+        return results
 
     def default_label(self) -> str:
         return f"CopyToS3({self._location.uri})"
@@ -278,6 +301,9 @@ class CopyToS3(beam.PTransform):
             ).drop_if_none(),
             "validate_only": DisplayDataItem(self._validate_only, label="Dry run").drop_if_default(False),
             "upload_graph": DisplayDataItem(self._upload_graph, label="Upload graph").drop_if_default("auto"),
+            "triggering_frequency": DisplayDataItem(
+                self._triggering_frequency, label="Triggering frequency (s)"
+            ).drop_if_none(),
             "s3_endpoint": DisplayDataItem(
                 None if config is None else _without_user_info(config.endpoint_url), label="S3 endpoint"
             ).drop_if_none(),
@@ -287,18 +313,37 @@ class CopyToS3(beam.PTransform):
         }
 
 
+_NOT_FOR_STREAMS = {
+    "num_batches": "num_batches: its batch keys would be the same in every unit",
+    "if_exists": "if_exists='replace': it deletes what was there once the copy has finished, and a stream does not",
+    "validate_only": "validate_only: a dry run reports once, at the end of its input",
+    "upload_graph": "upload_graph='per_bundle': a stream's files span bundles (the grouped graph)",
+    "mode": "mode='overwrite': it would replace the whole table at every unit",
+}
+
+
+def refuse_for_streams(transform: str, **options: bool) -> None:
+    """Raise, naming it, for the first option set (True) that an unbounded input cannot take.
+
+    >>> refuse_for_streams("CopyToS3", num_batches=False, validate_only=True)
+    Traceback (most recent call last):
+    beam_s3_sink.errors.CopyToS3Error: CopyToS3: the input is unbounded, which takes no validate_only: a dry run reports once, at the end of its input
+    """
+    for option, is_set in options.items():
+        if is_set:
+            raise CopyToS3Error(f"{transform}: the input is unbounded, which takes no {_NOT_FOR_STREAMS[option]}")
+
+
 def _one_window(pcoll: PCollection, what: str, label: str = "InGlobalWindow") -> PCollection:
     """``pcoll`` in the global window (as Beam's ``iobase.WriteImpl`` does): a bounded
     PCollection in any windowing is one copy, each element once per window it is in (an
-    element of two sliding windows is two rows, as ``Count`` sees it). An unbounded one is
-    refused, naming what is supported."""
+    element of two sliding windows is two rows, as ``Count`` sees it). An unbounded ``errors``
+    input is refused (it is read once, before the copy starts)."""
     if not pcoll.is_bounded:
         producer = pcoll.producer.full_label if pcoll.producer is not None else str(pcoll)
         raise CopyToS3Error(
-            f"CopyToS3: the {what} PCollection of {producer!r} is unbounded (a stream). CopyToS3 "
-            "copies bounded PCollections, in any windowing; streaming copies are not supported "
-            "yet. Read a bounded source instead (PeriodicImpulse is unbounded even with a stop "
-            "timestamp, and running in batch mode does not bound a stream)."
+            f"CopyToS3: the {what} PCollection of {producer!r} is unbounded (a stream); it is read "
+            "once, before the copy writes anything, so it must be bounded."
         )
     if isinstance(pcoll.windowing.windowfn, GlobalWindows) and pcoll.windowing.is_default():
         return pcoll
@@ -342,13 +387,19 @@ class _Initialize(beam.PTransform):
 class _Upload(beam.PTransform):
     """Step 2 (:mod:`.batches`, :mod:`.upload`): rows in, one ``UploadReport`` per writer out."""
 
-    def __init__(self, settings: WriteSettings, graph: str, num_batches: Optional[int], init: PCollection) -> None:
+    def __init__(
+        self, settings: WriteSettings, graph: str, num_batches: Optional[int], init: PCollection, stream: bool = False
+    ) -> None:
         super().__init__()
         self._settings, self._graph, self._num_batches, self._init = settings, graph, num_batches, init
+        self._stream = stream
 
     def expand(self, rows: PCollection) -> PCollection:
         grouped = self._graph == "grouped"
-        batch_fn = _ArrowBatchFn if takes_batches(rows.element_type) else _BatchFn
+        if self._stream:
+            batch_fn = _StreamBatchFn
+        else:
+            batch_fn = _ArrowBatchFn if takes_batches(rows.element_type) else _BatchFn
         batch = beam.ParDo(batch_fn(self._settings.schema, grouped, self._num_batches))
         if grouped:
             blobs = rows | "Batch" >> batch | "Group" >> beam.GroupByKey()
@@ -359,15 +410,16 @@ class _Upload(beam.PTransform):
 
 class _Complete(beam.PTransform):
     """Step 3 (:mod:`.completion`): the reports merged into one, then committed (or abandoned)
-    by ``complete_fn`` into the one ``CopyToResult``."""
+    by ``complete_fn`` into the one ``CopyToResult``; a stream's, per window firing (a unit)."""
 
-    def __init__(self, complete_fn: beam.DoFn, init: PCollection) -> None:
+    def __init__(self, complete_fn: beam.DoFn, init: PCollection, stream: bool = False) -> None:
         super().__init__()
-        self._complete_fn, self._init = complete_fn, init
+        self._complete_fn, self._init, self._stream = complete_fn, init, stream
 
     def expand(self, reports: PCollection) -> PCollection:
+        merge = beam.CombineGlobally(MergeReports())
         return (
             reports
-            | "Merge" >> beam.CombineGlobally(MergeReports())
+            | "Merge" >> (merge.without_defaults() if self._stream else merge)
             | "Run" >> beam.ParDo(self._complete_fn, AsSingleton(self._init))
         )

@@ -1,0 +1,250 @@
+"""Streaming copies: an unbounded PCollection committed unit by unit, one unit per window pane.
+
+What differs from a bounded copy (the steps are the same, see :mod:`.transform`):
+
+- **Windowing** (:func:`stream_windowing`): the input's own windows and trigger decide the
+  units; input in the global window with Beam's default trigger needs ``triggering_frequency``,
+  which fires a pane every so many seconds of processing time. Panes must be discarding (an
+  accumulating pane repeats the rows of the panes before it).
+- **Upload**: always the grouped graph; ``Batch`` holds rows per window and its blobs go
+  through the ``GroupByKey`` in their window, where the trigger fires (and Beam drops the rows
+  of expired windows), so each writer writes the rows of one key's pane.
+- **Completion**, per window firing: the writers' reports of one firing merge into one, and
+  that unit (:class:`~.results.StreamUnit`: window and pane, so the same on every attempt) is
+  committed with :func:`commit_record` (S3) or one snapshot (Iceberg). A unit already committed
+  is reported again and this attempt's uploads are aborted; a unit whose commit was cut short is
+  finished with the files its commit record names. An empty pane commits nothing.
+- **The end of the stream** (:class:`_FinishStream`): once every unit is committed, pending
+  uploads that no unit named (attempts that died) are aborted, the claim is released and the
+  sentinel deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import Any, FrozenSet, Iterable, Optional, Set, Tuple
+
+import apache_beam as beam
+from apache_beam.pvalue import AsSingleton, PCollection
+from apache_beam.transforms import trigger
+from apache_beam.transforms.window import GlobalWindow, GlobalWindows
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import PaneInfoTiming
+
+from .claim import CONDITIONAL, put_if_absent, release_claim
+from .cleanup import abort_uploads
+from .clients import _S3DoFn
+from .errors import CopyToS3Error, S3RequestError
+from .formats.stats import stats_from_json, stats_json
+from .keys import CopyKeys
+from .messages import InitOutcome, PendingFile
+from .results import StreamUnit
+from .s3 import call, list_keys, read_object
+from .writer import WriteSettings
+
+__all__ = ["stream_windowing", "unit_of", "commit_record"]
+
+_log = logging.getLogger(__name__)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def stream_windowing(rows: PCollection, triggering_frequency: Optional[float], transform: str) -> PCollection:
+    """``rows`` windowed so that each pane the trigger fires is one unit, or an error naming
+    what to change. Raised when the pipeline is built."""
+    windowing = rows.windowing
+    producer = rows.producer.full_label if rows.producer is not None else str(rows)
+    if windowing.accumulation_mode == trigger.AccumulationMode.ACCUMULATING:
+        raise CopyToS3Error(
+            f"{transform}: the input of {producer!r} fires accumulating panes; each pane is committed as "
+            "one unit, so accumulating panes would copy rows twice. Window it with "
+            "accumulation_mode=AccumulationMode.DISCARDING."
+        )
+    if not isinstance(windowing.windowfn, GlobalWindows):
+        if triggering_frequency is not None:
+            raise CopyToS3Error(
+                f"{transform}: triggering_frequency is for input in the global window; the input of "
+                f"{producer!r} is windowed ({windowing.windowfn}), and each pane its trigger fires is "
+                "one unit. Leave triggering_frequency out, or set the trigger in its WindowInto."
+            )
+        return rows
+    if triggering_frequency is None:
+        if not windowing.is_default():  # the user's own trigger on the global window: its panes
+            return rows
+        raise CopyToS3Error(
+            f"{transform}: the input of {producer!r} is a stream in the global window: pass "
+            "triggering_frequency=SECONDS to commit what arrived in each interval as one unit, or "
+            "window it (beam.WindowInto(FixedWindows(...))) to commit each window."
+        )
+    if isinstance(triggering_frequency, bool) or not isinstance(triggering_frequency, (int, float)):
+        raise ValueError(f"{transform}: triggering_frequency must be a number of seconds, got {triggering_frequency!r}")
+    if triggering_frequency <= 0:
+        raise ValueError(f"{transform}: triggering_frequency must be positive, got {triggering_frequency!r}")
+    if not windowing.is_default():
+        raise CopyToS3Error(
+            f"{transform}: the input of {producer!r} has its own trigger; triggering_frequency would "
+            "replace it. Leave triggering_frequency out (each pane of your trigger is one unit)."
+        )
+    return rows | "EveryInterval" >> beam.WindowInto(
+        GlobalWindows(),
+        trigger=trigger.Repeatedly(trigger.AfterProcessingTime(triggering_frequency)),
+        accumulation_mode=trigger.AccumulationMode.DISCARDING,
+    )
+
+
+def unit_of(window: Any, pane: Any) -> StreamUnit:
+    """The unit of a firing: its window and its pane (index and timing).
+
+    >>> from apache_beam.transforms.window import IntervalWindow
+    >>> from apache_beam.utils.windowed_value import PaneInfo, PaneInfoTiming
+    >>> unit_of(IntervalWindow(0, 10), PaneInfo(True, False, PaneInfoTiming.ON_TIME, 0, 0)).id
+    '19700101T000000Z-19700101T000010Z-p0'
+    """
+    timing = PaneInfoTiming.to_string(pane.timing)
+    if isinstance(window, GlobalWindow):
+        return StreamUnit(None, None, pane.index, timing)
+    return StreamUnit(_utc(window.start), _utc(window.end), pane.index, timing)
+
+
+def _utc(moment: Timestamp) -> datetime:
+    return _EPOCH + timedelta(microseconds=moment.micros)
+
+
+# --- S3: a unit's commit record ---------------------------------------------------------------
+
+
+def committed_unit(client: Any, keys: CopyKeys, unit: StreamUnit) -> Optional[bytes]:
+    """The manifest of ``unit`` if an earlier attempt committed it, else None."""
+    return _read_if_there(client, keys.location.bucket, keys.unit_manifest(unit.id))
+
+
+def commit_record(
+    client: Any, keys: CopyKeys, unit: StreamUnit, files: Tuple[PendingFile, ...], put_args: Any
+) -> Tuple[PendingFile, ...]:
+    """The files ``unit`` commits: ``files``, recorded in ``P/_ID-<unit>.commit.json`` before any
+    is completed; or, when an earlier attempt's record is there (its commit was cut short), the
+    files that record names, which this attempt completes instead of its own."""
+    bucket, key = keys.location.bucket, keys.unit_commit(unit.id)
+    body = json.dumps([_pending_json(f) for f in files]).encode()
+    earlier = _read_if_there(client, bucket, key)  # read first: some stores ignore If-None-Match
+    if earlier is None:
+        answer = put_if_absent(client, bucket, key, body, put_args)
+        if answer is None:
+            return files
+        earlier = _read_if_there(client, bucket, key) if answer != "NotImplemented" else None
+        if earlier is None:  # no conditional writes here, or the record went meanwhile
+            call(client, "PutObject", bucket, key, Body=body, **put_args)
+            return files
+    _log.info("unit %s of copy %s: finishing the commit an earlier attempt began", unit.id, keys.sink_id)
+    return tuple(_pending_from_json(f) for f in json.loads(earlier))
+
+
+def recorded_uploads(client: Any, keys: CopyKeys, records: Iterable[str]) -> FrozenSet[Tuple[str, str]]:
+    """The ``(key, upload id)`` of every file the commit records ``records`` name."""
+    named: Set[Tuple[str, str]] = set()
+    for record in records:
+        data = _read_if_there(client, keys.location.bucket, record)
+        named.update((d["key"], d["upload_id"]) for d in json.loads(data or b"[]"))
+    return frozenset(named)
+
+
+def _read_if_there(client: Any, bucket: str, key: str) -> Optional[bytes]:
+    try:
+        return read_object(client, bucket, key)
+    except S3RequestError as exc:
+        if exc.code in ("NoSuchKey", "404") or exc.status == 404:
+            return None
+        raise
+
+
+def _pending_json(f: PendingFile) -> Any:
+    return {
+        "key": f.key,
+        "upload_id": f.upload_id,
+        "parts": [list(p) for p in f.parts],
+        "rows": f.rows,
+        "bytes": f.bytes,
+        "part_checksums": list(f.part_checksums),
+        "stats": stats_json(f.stats),
+    }
+
+
+def _pending_from_json(d: Any) -> PendingFile:
+    return PendingFile(
+        d["key"],
+        d["upload_id"],
+        tuple((int(n), str(e)) for n, e in d["parts"]),
+        int(d["rows"]),
+        int(d["bytes"]),
+        tuple(d["part_checksums"]),
+        stats_from_json(d["stats"]),
+    )
+
+
+# --- the end of the stream --------------------------------------------------------------------
+
+
+class _FinishStream(beam.PTransform):
+    """Runs ``finish_fn`` once, when the stream has ended and every unit is committed: the
+    results (and the one ``InitOutcome``, so that it fires even when no unit was) are gathered
+    in the global window, which closes only when the watermark reaches its end."""
+
+    def __init__(self, finish_fn: beam.DoFn, init: PCollection) -> None:
+        super().__init__()
+        self._finish_fn, self._init = finish_fn, init
+
+    def expand(self, results: PCollection) -> PCollection:
+        at_end = beam.WindowInto(
+            GlobalWindows(), trigger=trigger.AfterWatermark(), accumulation_mode=trigger.AccumulationMode.DISCARDING
+        )
+        ends = [pcoll | f"{name}AtEnd" >> at_end for name, pcoll in (("Units", results), ("Init", self._init))]
+        return (
+            ends
+            | "Both" >> beam.Flatten()
+            | "Key" >> beam.Map(lambda _: (None, None))
+            | "Gather" >> beam.GroupByKey()
+            | "Run" >> beam.ParDo(self._finish_fn, AsSingleton(self._init))
+        )
+
+
+class _FinishStreamFn(_S3DoFn):
+    """At the end of a stream into S3: abort the uploads no unit named, release the claim,
+    delete the sentinel (a table overrides :meth:`_finish`)."""
+
+    def __init__(self, settings: WriteSettings) -> None:
+        super().__init__(settings.config)
+        self._settings = settings
+
+    def process(self, _unused: Any, init: InitOutcome) -> Iterable[None]:
+        if init.error is not None or init.done is not None:
+            return ()
+        keys = (init.settings or self._settings).keys
+        try:
+            self._finish(keys, init)
+        except S3RequestError as exc:  # the units are committed: nothing is lost, say what is left
+            _log.warning("copy %s: cleaning up at the end of the stream failed: %s", keys.sink_id, exc)
+        _log.info("the stream of copy %s to %s ended", keys.sink_id, keys.location.uri)
+        return ()
+
+    def _finish(self, keys: CopyKeys, init: InitOutcome) -> None:
+        bucket = keys.location.bucket
+        for record in [o["Key"] for o in list_keys(self._client, bucket, keys.location.list_prefix)]:
+            if keys.is_unit_object(record) and record.endswith(".commit.json"):
+                self._drop_record(keys, record)
+        abort_uploads(self._client, keys)
+        if init.guard == CONDITIONAL:
+            release_claim(self._client, keys)
+        call(self._client, "DeleteObject", keys.location.bucket, keys.sentinel)
+
+    def _drop_record(self, keys: CopyKeys, record: str) -> None:
+        """A commit record still there at the end: a unit cut short that no attempt replayed
+        (the stream ended before it). Its files go (completed ones are deleted), then the record."""
+        bucket = keys.location.bucket
+        for f in json.loads(_read_if_there(self._client, bucket, record) or b"[]"):
+            try:
+                call(self._client, "AbortMultipartUpload", bucket, f["key"], UploadId=f["upload_id"])
+            except S3RequestError:  # completed already
+                call(self._client, "DeleteObject", bucket, f["key"])
+        call(self._client, "DeleteObject", bucket, record)
+        _log.warning("copy %s: removed the files of a unit whose commit was cut short (%s)", keys.sink_id, record)
