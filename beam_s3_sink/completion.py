@@ -13,6 +13,7 @@ that commit differs.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -136,7 +137,7 @@ class _CompleteFn(_S3DoFn):
                 error = f"completing the copy failed: {exc}"
                 if unit is not None and self._fail_on_error:  # a stream's runner retries the unit
                     raise CopyToS3Error(f"{self.TRANSFORM} to {self._uri(init)}, unit {unit.id}: {error}") from exc
-                self._abandon(report.files, delete_completed=True, unit=unit)
+                self._abandon(self._committing, delete_completed=True, unit=unit)
             else:
                 if committed is not None:
                     yield committed
@@ -165,6 +166,7 @@ class _CompleteFn(_S3DoFn):
         stream's unit: reported again if committed already; nothing for an empty pane; its
         other uploads are left to the units they belong to."""
         keys, files = self._keys, tuple(report.files)
+        self._committing = files  # what a failure abandons: these, or an earlier attempt's
         if unit is not None:
             if not files:
                 return None
@@ -173,7 +175,7 @@ class _CompleteFn(_S3DoFn):
                 _log.info("unit %s of copy %s is committed already; reporting it again", unit.id, keys.sink_id)
                 self._abandon(files, unit=unit)
                 return done
-            files = tuple(self._record(unit, files))
+            files = self._committing = tuple(self._record(unit, files))
             named = {(f.key, f.upload_id) for f in files}
             self._abandon([f for f in report.files if (f.key, f.upload_id) not in named], unit=unit)
         if files:
@@ -273,7 +275,11 @@ class _CompleteFn(_S3DoFn):
             ContentType="application/json",
             **args,
         )
-        call(self._client, "DeleteObject", bucket, keys.unit_commit(unit.id))
+        try:  # committed: a record left behind is only removed at the end of the stream
+            call(self._client, "DeleteObject", bucket, keys.unit_commit(unit.id))
+        except S3RequestError as exc:
+            _log.warning("unit %s of copy %s: could not delete its commit record: %s", unit.id, keys.sink_id, exc)
+            result = dataclasses.replace(result, warnings=(f"could not delete the commit record: {exc}",))
         _log.info(
             "unit %s of copy %s committed: %d rows in %d file(s)", unit.id, keys.sink_id, result.rows, len(copied)
         )

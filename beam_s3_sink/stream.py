@@ -4,7 +4,8 @@ What differs from a bounded copy (the steps are the same, see :mod:`.transform`)
 
 - **Windowing** (:func:`stream_windowing`): the input's own windows and trigger decide the
   units; input in the global window with Beam's default trigger needs ``triggering_frequency``,
-  which fires a pane every so many seconds of processing time. Panes must be discarding (an
+  which fires a pane every so many seconds of processing time, and a last one when the stream
+  ends. Panes must be discarding (an
   accumulating pane repeats the rows of the panes before it).
 - **Upload**: always the grouped graph; ``Batch`` holds rows per window and its blobs go
   through the ``GroupByKey`` in their window, where the trigger fires (and Beam drops the rows
@@ -88,7 +89,9 @@ def stream_windowing(rows: PCollection, triggering_frequency: Optional[float], t
         )
     return rows | "EveryInterval" >> beam.WindowInto(
         GlobalWindows(),
-        trigger=trigger.Repeatedly(trigger.AfterProcessingTime(triggering_frequency)),
+        # early panes every interval, and a last one when the stream ends (a bare repeated
+        # processing-time trigger leaves that last pane to the runner: Beam's DirectRunner drops it)
+        trigger=trigger.AfterWatermark(early=trigger.AfterProcessingTime(triggering_frequency)),
         accumulation_mode=trigger.AccumulationMode.DISCARDING,
     )
 
@@ -239,12 +242,16 @@ class _FinishStreamFn(_S3DoFn):
 
     def _drop_record(self, keys: CopyKeys, record: str) -> None:
         """A commit record still there at the end: a unit cut short that no attempt replayed
-        (the stream ended before it). Its files go (completed ones are deleted), then the record."""
+        (the stream ended before it), or a committed unit whose record could not be deleted.
+        The files of an uncommitted one go (completed ones are deleted), then the record."""
         bucket = keys.location.bucket
-        for f in json.loads(_read_if_there(self._client, bucket, record) or b"[]"):
+        manifest = record[: -len(".commit.json")] + ".manifest.json"
+        committed = _read_if_there(self._client, bucket, manifest) is not None
+        for f in [] if committed else json.loads(_read_if_there(self._client, bucket, record) or b"[]"):
             try:
                 call(self._client, "AbortMultipartUpload", bucket, f["key"], UploadId=f["upload_id"])
             except S3RequestError:  # completed already
                 call(self._client, "DeleteObject", bucket, f["key"])
         call(self._client, "DeleteObject", bucket, record)
-        _log.warning("copy %s: removed the files of a unit whose commit was cut short (%s)", keys.sink_id, record)
+        if not committed:
+            _log.warning("copy %s: removed the files of a unit whose commit was cut short (%s)", keys.sink_id, record)

@@ -6,8 +6,8 @@
   it). Every row records the window it was in, so the rows read back are compared as a
   multiset with what the window arithmetic (computed here, not by Beam) says: fixed and
   session windows hold each element once, sliding windows once per window it is in.
-- An unbounded PCollection (``PeriodicImpulse``, ``TestStream``) is refused when the pipeline
-  is built, with the package's own message.
+- An unbounded ``errors`` input is refused when the pipeline is built (an unbounded input is
+  a streaming copy: tests/test_streaming.py).
 - ``upload_graph()`` picks the graph by runner (seen in the built graph: ``Upload/Group``
   present or not), an override forces either, and both copy exactly.
 - Beam's default runner: a plain ``beam.Pipeline()`` runs on ``SwitchingDirectRunner``, which
@@ -217,28 +217,6 @@ def _test_stream(p: beam.Pipeline) -> beam.PCollection:
     from apache_beam.testing.test_stream import TestStream
 
     return p | "Ticks" >> TestStream().add_elements([1, 2, 3]).advance_watermark_to_infinity()
-
-
-@pytest.mark.parametrize(
-    "source,streaming",
-    [(_periodic_impulse, True), (_periodic_impulse, False), (_test_stream, True)],
-    ids=["PeriodicImpulse-streaming", "PeriodicImpulse-batch", "TestStream-streaming"],
-)
-@pytest.mark.parametrize("windowed", [False, True], ids=["global", "fixed"])
-def test_unbounded_input_is_refused_when_built(source, streaming, windowed):
-    p = beam.Pipeline(options=PipelineOptions(["--streaming"] if streaming else []))
-    ticks = source(p)
-    assert not ticks.is_bounded
-    rows = ticks | "Row" >> beam.Map(lambda t: {"id": int(t)}).with_output_types(Dict[str, int])
-    if windowed:
-        rows = rows | "Window" >> beam.WindowInto(window.FixedWindows(FIXED))
-    with pytest.raises(CopyToS3Error) as info:
-        _ = rows | CopyToS3("s3://bucket/stream", schema=pa.schema([("id", pa.int64())]), s3=OFFLINE_S3)
-    message = str(info.value)
-    producer = "Window" if windowed else "Row"
-    assert message.startswith(f"CopyToS3: the input PCollection of {producer!r} is unbounded (a stream).")
-    assert "streaming copies are not supported yet" in message and "Read a bounded source" in message
-    assert "GroupByKey" not in message  # not Beam's refusal of a global-window stream's GroupByKey
 
 
 def test_unbounded_errors_input_is_refused_when_built():
