@@ -16,11 +16,13 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from .arrow_hash import row_hashes
 from .arrow_input import ARROW_TYPES, conform_batches
+from .clients import NAMESPACE
 from .errors import CopyToS3Error
 from .keys import new_token
 from .schema import as_mapping, rows_to_batch
@@ -300,10 +302,15 @@ class _StreamBatchFn(_BatchFn):
 
     _STATE = ("_batcher", "_held", "_held_bytes", "_failed")
 
+    def setup(self) -> None:
+        super().setup()
+        self._received = Metrics.counter(NAMESPACE, "rows_received")  # minus "rows": not committed
+
     def start_bundle(self) -> None:
         self._windows: Dict[Any, Tuple[Any, ...]] = {}
 
     def process(self, element: Any, window: Any = beam.DoFn.WindowParam) -> Iterable[Any]:
+        self._received.inc(element.num_rows if isinstance(element, ARROW_TYPES) else 1)
         self._enter(window)
         try:
             return list(super().process(element))
