@@ -5,11 +5,13 @@ completion and ``abort_copy`` all call it).
 A crashed or failed copy leaves its sentinel, perhaps the claim, pending multipart uploads
 (invisible but billed) and, after a failed commit, data files; ``abort_copy`` removes exactly
 those, sentinel last, touching nothing of another sink id. A committed copy is refused unless
-``force=True``.
+``force=True``; of a stream, the committed units (their manifests and the files they name)
+stay unless ``force=True``, and the rest goes.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import AbstractSet, Any, List, Optional, Tuple
@@ -18,7 +20,7 @@ from .claim import read_claim_holder
 from .config import S3Config
 from .errors import CommittedCopyError, S3RequestError
 from .keys import CopyKeys, parse_s3_uri, validate_sink_id
-from .s3 import call, list_keys, list_uploads
+from .s3 import call, list_keys, list_uploads, read_object
 
 __all__ = ["abort_copy", "abort_uploads", "AbortReport"]
 
@@ -101,6 +103,14 @@ def abort_copy(
     bucket, location = keys.location.bucket, keys.location
     owned = sorted(o["Key"] for o in list_keys(client, bucket, location.list_prefix) if keys.is_owned(o["Key"]))
     committed = keys.manifest in owned and keys.sentinel not in owned
+    units = [k for k in owned if keys.is_unit_object(k) and k.endswith(".manifest.json")]
+    if units and not force:  # a stream's committed units are data: keep them
+        kept = set(units) | {
+            entry["url"].split("/", 3)[3]
+            for unit in units
+            for entry in json.loads(read_object(client, bucket, unit))["entries"]
+        }
+        owned = [k for k in owned if k not in kept]
     if committed and not force:
         raise CommittedCopyError(
             f"copy {sink_id!r} in {location.uri} is complete (its manifest is there and no sentinel): "

@@ -11,7 +11,8 @@ One scripted stream feeds every copy of a pipeline::
     rows at 50..59 s ─▶ watermark to infinity: the last windows fire, the stream ends
 
 The copies: fixed windows without allowed lateness (late rows dropped, as Beam drops them),
-fixed windows with late firings (each late pane one more unit), session windows, the global
+fixed windows with late firings (each late pane one more unit), sliding windows (every row in
+two units), session windows, the global
 window with ``triggering_frequency``, and fixed windows with late firings into Iceberg. What
 each unit must hold is computed here from the window arithmetic, not by Beam; every unit's
 files are read back with pyarrow (and the whole prefix with DuckDB through httpfs; the table
@@ -42,6 +43,7 @@ ON_TIME = [(i, i if i < 10 else i + 10) for i in range(30)]  # (id, seconds): 0.
 LATE = [(100, 3), (101, 4), (102, 23), (103, 24), (104, 25)]
 LAST = [(200 + i, 50 + i) for i in range(10)]
 FIXED, GAP, LATENESS = 10, 5, 100
+SIZE, PERIOD = 10, 5  # SlidingWindows: every row in two windows
 STREAM_RUNNERS = ("direct", "prism")
 
 
@@ -94,6 +96,11 @@ def expected_units(name: str) -> Dict[Tuple[Any, Any, str], List[int]]:
         for (start, end), ids in sessions_of(ON_TIME + LAST).items():
             units[(start, end, "ON_TIME")] = ids
         return dict(units)
+    if name == "sliding":
+        for i, t in ON_TIME + LAST:
+            for start in (t - t % PERIOD - PERIOD, t - t % PERIOD):
+                units[(start, start + SIZE, "ON_TIME")].append(i)
+        return dict(units)
     for i, t in ON_TIME + LAST:
         units[(*fixed_window_of(t), "ON_TIME")].append(i)
     if name in ("late", "table"):
@@ -136,7 +143,7 @@ def test_stream_commits_each_unit_exactly_once(stream_runner, s3_config, s3_clie
     # processing-time firings: "assignment to entry in nil map"); test_streaming_runners.py runs
     # that copy on Prism from PeriodicImpulse, which it runs.
     global_window = runner != "prism"
-    copies = ("fixed", "late", "sessions", "table") + (("global",) if global_window else ())
+    copies = ("fixed", "late", "sliding", "sessions", "table") + (("global",) if global_window else ())
     outs = {name: tmp_path / name for name in copies}
     for out in outs.values():
         out.mkdir()
@@ -147,6 +154,7 @@ def test_stream_commits_each_unit_exactly_once(stream_runner, s3_config, s3_clie
         windowed = {
             "fixed": rows | "Fixed" >> fixed(late=False),
             "late": rows | "Late" >> fixed(late=True),
+            "sliding": rows | "Sliding" >> beam.WindowInto(window.SlidingWindows(SIZE, PERIOD)),
             "sessions": rows
             | "Sessions"
             >> beam.WindowInto(window.Sessions(GAP), accumulation_mode=trigger.AccumulationMode.DISCARDING),
@@ -168,7 +176,7 @@ def test_stream_commits_each_unit_exactly_once(stream_runner, s3_config, s3_clie
         )
         result | "Keep table" >> beam.Map(keep_result, str(outs["table"]))
 
-    for name in ("fixed", "late", "sessions"):
+    for name in ("fixed", "late", "sliding", "sessions"):
         check_units(s3_client, s3_config, bucket, name, load_results(str(outs[name])))
     if global_window:
         check_global(s3_client, bucket, load_results(str(outs["global"])))
@@ -180,9 +188,10 @@ def ids_of(tables) -> List[int]:
     return sorted(i for t in tables for i in t.column("id").to_pylist())
 
 
-def check_units(client, s3, bucket: str, name: str, results: list) -> None:
-    """Each unit the window math expects, and no other, committed once: its result, its
-    manifest naming exactly its files, its files holding exactly its rows."""
+def check_units(client, s3, bucket: str, name: str, results: list, expected=None) -> None:
+    """Each unit the window math expects (``expected``: (start, end, timing) -> ids; by default
+    :func:`expected_units`), and no other, committed once: its result, its manifest naming
+    exactly its files, its files holding exactly its rows."""
     keys = CopyKeys(S3Location(bucket, name), name)
     objects = list_objects(client, bucket, name + "/")
     assert all(r.ok for r in results), [r.error for r in results]
@@ -198,7 +207,7 @@ def check_units(client, s3, bucket: str, name: str, results: list) -> None:
         start, end = int(unit.start.timestamp()), int(unit.end.timestamp())
         assert unit.timing in ("ON_TIME", "LATE") and (unit.pane == 0) == (unit.timing == "ON_TIME")
         got[(start, end, unit.timing)] += ids
-    want = {k: sorted(v) for k, v in expected_units(name).items()}
+    want = {k: sorted(v) for k, v in (expected_units(name) if expected is None else expected).items()}
     assert {k: sorted(v) for k, v in got.items()} == want
     # the stream ended: no sentinel, no claim, no commit record; every data file belongs to a unit
     assert keys.sentinel not in objects and keys.claim not in objects
@@ -208,16 +217,18 @@ def check_units(client, s3, bucket: str, name: str, results: list) -> None:
     assert sorted(read_prefix_with_duckdb(s3, bucket, name)) == sorted(i for v in want.values() for i in v)
 
 
-def check_global(client, bucket: str, results: list) -> None:
-    """The global window: every row once (nothing is late there), in units named by pane."""
+def check_global(client, bucket: str, results: list, want=None) -> None:
+    """The global window: every row once (nothing is late there; ``want``: the ids, by default
+    the scripted stream's), in units named by pane."""
     assert results and all(r.ok and r.unit.start is None and r.unit.id.startswith("global-p") for r in results)
     assert len({r.unit.pane for r in results}) == len(results)
     ids = ids_of(read_parquet(client, bucket, f.uri.split("/", 3)[3]) for r in results for f in r.files)
-    assert ids == sorted(i for i, _ in ON_TIME + LATE + LAST)
+    assert ids == sorted(want if want is not None else (i for i, _ in ON_TIME + LATE + LAST))
 
 
-def check_table(catalog, table: str, results: list) -> None:
-    """One snapshot per unit, named by sink id and unit; the table holds every unit's rows once."""
+def check_table(catalog, table: str, results: list, want=None) -> None:
+    """One snapshot per unit, named by sink id and unit; the table holds every unit's rows once
+    (``want``: the ids, by default the scripted stream's)."""
     from iceberg_catalogs import load, read_duckdb, read_pyiceberg
 
     assert all(r.ok and r.snapshot_id is not None for r in results)
@@ -228,7 +239,7 @@ def check_table(catalog, table: str, results: list) -> None:
         summary = summaries[r.snapshot_id]
         assert summary["beam-s3-sink.sink-id"] == "table" and summary["beam-s3-sink.unit"] == r.unit.id
         assert int(summary["added-records"]) == r.rows
-    want = sorted(i for ids in expected_units("table").values() for i in ids)
+    want = sorted(i for ids in expected_units("table").values() for i in ids) if want is None else sorted(want)
     assert sorted(read_pyiceberg(catalog, table).column("id").to_pylist()) == want
     assert sorted(read_duckdb(catalog, table).column("id").to_pylist()) == want
 

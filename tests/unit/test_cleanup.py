@@ -66,3 +66,24 @@ def test_bad_arguments_fail_before_any_request(fake_s3):
     with pytest.raises(ValueError, match="sink_id"):
         abort_copy("s3://bucket/p", "bad id", client=fake_s3)
     assert fake_s3.calls == []
+
+
+def test_a_stream_keeps_its_committed_units_unless_forced(fake_s3):
+    """What a dead stream left: a committed unit (manifest and file), a unit cut short (record
+    and a completed file), a pending upload, the sentinel: --abort removes all but the unit."""
+    committed, cut_short = KEYS.data_file(TOKEN, 1, "csv"), KEYS.data_file(TOKEN, 2, "csv")
+    manifest = {"entries": [{"url": f"s3://bucket/{committed}", "mandatory": True, "meta": {}}]}
+    for key, body in (
+        (committed, b"x"),
+        (cut_short, b"y"),
+        (KEYS.unit_manifest("global-p0"), json.dumps(manifest).encode()),
+        (KEYS.unit_commit("global-p1"), json.dumps([{"key": cut_short}]).encode()),
+        (KEYS.sentinel, b""),
+    ):
+        fake_s3.put_object(Bucket="bucket", Key=key, Body=body)
+    pending = fake_s3.create_multipart_upload(Bucket="bucket", Key=KEYS.data_file(TOKEN, 3, "csv"))["UploadId"]
+    report = abort_copy("s3://bucket/p", "s1", client=fake_s3)
+    assert fake_s3.keys() == sorted([committed, KEYS.unit_manifest("global-p0")])
+    assert report.aborted == ((f"s3://bucket/{KEYS.data_file(TOKEN, 3, 'csv')}", pending),)
+    abort_copy("s3://bucket/p", "s1", client=fake_s3, force=True)
+    assert fake_s3.keys() == []
