@@ -24,7 +24,6 @@ import os
 import pickle
 import subprocess
 import sys
-import time
 import zipfile
 from typing import Any, Dict, List, Sequence
 
@@ -204,13 +203,6 @@ def test_windowed_input_copies_exactly(runner, s3_config, s3_client, bucket, tmp
 
 
 # --- unbounded input --------------------------------------------------------------------------
-
-
-def _periodic_impulse(p: beam.Pipeline) -> beam.PCollection:
-    from apache_beam.transforms.periodicsequence import PeriodicImpulse
-
-    now = time.time()  # a stop timestamp does not make it bounded: Beam marks it unbounded anyway
-    return p | "Ticks" >> PeriodicImpulse(start_timestamp=now, stop_timestamp=now + 3, fire_interval=1)
 
 
 def _test_stream(p: beam.Pipeline) -> beam.PCollection:
