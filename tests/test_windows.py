@@ -220,7 +220,7 @@ def test_unbounded_errors_input_is_refused_when_built():
 
 
 def test_bounded_input_in_a_streaming_pipeline_is_accepted_when_built():
-    """``--streaming`` alone refuses nothing: only an unbounded PCollection is refused."""
+    """``--streaming`` alone makes no stream: a bounded input is one copy, its output bounded."""
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     events = p | "Ids" >> beam.Create(list(range(N))) | "Timestamp" >> beam.Map(timestamped)
     result = windowed_rows(events, "sliding") | CopyToS3("s3://bucket/s", schema=SCHEMA, s3=OFFLINE_S3)
