@@ -5,8 +5,7 @@ What differs from a bounded copy (the steps are the same, see :mod:`.transform`)
 - **Windowing** (:func:`stream_windowing`): the input's own windows and trigger decide the
   units; input in the global window with Beam's default trigger needs ``triggering_frequency``,
   which fires a pane every so many seconds of processing time, and a last one when the stream
-  ends. Panes must be discarding (an
-  accumulating pane repeats the rows of the panes before it).
+  ends. Panes must be discarding (an accumulating pane repeats the rows of the panes before it).
 - **Upload**: always the grouped graph; ``Batch`` holds rows per window and its blobs go
   through the ``GroupByKey`` in their window, where the trigger fires (and Beam drops the rows
   of expired windows), so each writer writes the rows of one key's pane.
@@ -18,6 +17,10 @@ What differs from a bounded copy (the steps are the same, see :mod:`.transform`)
 - **The end of the stream** (:class:`_FinishStream`): once every unit is committed, pending
   uploads that no unit named (attempts that died) are aborted, the claim is released and the
   sentinel deleted.
+
+Exactly once holds where a replayed pane holds the rows it held the first time: event-time
+panes do; processing-time panes (``triggering_frequency``, early firings) may not, as for
+every Beam sink without stable input.
 """
 
 from __future__ import annotations
