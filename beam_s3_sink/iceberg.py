@@ -307,7 +307,7 @@ class _TableInitFn(_S3DoFn):
             _log.info("copy %s into %s committed snapshot %s already", keys.sink_id, self._name, done.snapshot_id)
             return InitOutcome(done=_result_of(table, keys, done))
         warnings = abort_uploads(self._client, keys)[1]
-        _delete_uncommitted(self._client, keys, table)
+        _delete_uncommitted(self._client, keys, table, every_snapshot=self._stream)
         table_settings = dataclasses.replace(
             settings, keys=keys, schema=_with_field_ids(settings.schema, file_schema(table.schema()))
         )
@@ -378,15 +378,16 @@ def abort_table_copy(
     return AbortReport(keys.location.uri, sink_id, tuple(deleted), tuple(aborted))
 
 
-def _delete_uncommitted(client: Any, keys: CopyKeys, table: Any) -> List[str]:
+def _delete_uncommitted(client: Any, keys: CopyKeys, table: Any, every_snapshot: bool = False) -> List[str]:
     """Delete the data files of ``keys``' sink id that the table does not reference (a crashed
     run completed them but never committed; a file of an expired snapshot of this sink id that
-    the table still uses stays); return their URIs."""
+    the table still uses stays; ``every_snapshot``: a stream's files that a later unit replaced
+    stay too, for time travel); return their URIs."""
     from .iceberg_commit import referenced_paths
 
     bucket = keys.location.bucket
     owned = [o["Key"] for o in list_keys(client, bucket, keys.data_prefix) if keys.is_data_file(o["Key"])]
-    keep = referenced_paths(table) if owned else set()
+    keep = referenced_paths(table, every_snapshot) if owned else set()
     deleted = [keys.location.object_uri(key) for key in owned if keys.location.object_uri(key) not in keep]
     for uri in deleted:
         call(client, "DeleteObject", bucket, uri[len(f"s3://{bucket}/") :])
@@ -473,4 +474,4 @@ class _TableFinishFn(_FinishStreamFn):
 
     def _finish(self, keys: CopyKeys, init: InitOutcome) -> None:
         abort_uploads(self._client, keys)
-        _delete_uncommitted(self._client, keys, self._catalog.load().load_table(self._name))
+        _delete_uncommitted(self._client, keys, self._catalog.load().load_table(self._name), every_snapshot=True)

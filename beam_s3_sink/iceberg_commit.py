@@ -527,22 +527,22 @@ def committed_snapshot(table: Table, sink_id: str, unit: Optional[str] = None) -
     return None
 
 
-def referenced_paths(table: Table) -> Set[str]:
+def referenced_paths(table: Table, every_snapshot: bool = False) -> Set[str]:
     """The paths of every file (data, and delete files) that the table's current snapshot
-    references: what a cleanup of a copy that completed its uploads but never committed must
-    keep. (Only a copy's own commit adds its files, so its uncommitted ones are in no older
-    snapshot either.)
+    references (``every_snapshot``: that any of its snapshots references, so that time travel
+    keeps working): what a cleanup of a copy that completed its uploads but never committed
+    must keep. (Only a copy's own commit adds its files, so its uncommitted ones are in no
+    older snapshot either.)
 
     For example, before deleting a crashed copy's completed files::
 
         keep = referenced_paths(table)
         orphans = [uri for uri in completed_uris if uri not in keep]
     """
-    snapshot = table.current_snapshot()
-    if snapshot is None:
-        return set()
+    snapshots = table.snapshots() if every_snapshot else [table.current_snapshot()]
+    manifests = {m.manifest_path: m for s in snapshots if s is not None for m in s.manifests(table.io)}
     return {
         entry.data_file.file_path
-        for manifest in snapshot.manifests(table.io)
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+        for manifest in manifests.values()
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=not every_snapshot)
     }

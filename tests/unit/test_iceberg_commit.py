@@ -353,6 +353,7 @@ def test_modes_append_append_overwrite_overwrite_partitions(catalog):
     fourth = commit(table, [fe], "overwrite_partitions", sink_id="s4")
     assert read(table) == expected(d, e)  # eu/1/D1 replaced, us/2/D2 kept
     assert referenced_paths(table) == {fd.uri, fe.uri}
+    assert referenced_paths(table, every_snapshot=True) == {f.uri for f in (fa, fb, fc, fd, fe)}  # time travel
 
     snapshots = table.snapshots()
     assert [s.snapshot_id for s in snapshots] == [first, second, third, fourth]  # one snapshot per commit
