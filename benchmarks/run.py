@@ -9,6 +9,8 @@ case (median of ``--repeat`` runs), then the ratios the project promises::
     python benchmarks/run.py --runner flink     # the same cases on one Flink job server (LOOPBACK, parallelism 2)
     python benchmarks/run.py --file-counts      # data files per runner and parallelism, default options
     python benchmarks/run.py --suite lineitem   # TPC-H lineitem, Arrow batches (see lineitem_main)
+    python benchmarks/run.py --streaming        # a 1,000,000-row, 60 s stream on one Flink job server
+    python benchmarks/run.py --streaming --rows 100000 --stream-seconds 20   # a quick look
 
 ``--runner flink`` starts one Flink job server (``FlinkJobServerDriver``, an embedded
 MiniCluster) from ``$BEAM_S3_SINK_CACHE/flink/lib`` or ``/tmp/warm/flink/lib`` on a free port,
@@ -29,6 +31,26 @@ Cases (8 columns, generated inside the pipeline from shard numbers):
 * ``pyiceberg_append``  no Beam: the rows built into one Arrow table in Python, then pyiceberg's
                         ``Table.append`` into a new table of the same kind of catalog and store
 
+``--streaming`` (Flink, as ``--runner flink``, plus ``--streaming``; no checkpointing: a
+PeriodicImpulse job ends by itself after its stop timestamp): ``PeriodicImpulse`` fires
+``--impulses-per-second`` (1,000) for ``--stream-seconds`` (60), starting 8 s after the case's
+pipeline is built; a ``FlatMap`` expands each impulse into its block of the ``--rows`` rows (the
+8 columns above, each row in the impulse's timestamp), in ``FixedWindows(10)``. Cases:
+
+* ``stream_generate``   the stream alone, its rows counted per window (the floor)
+* ``stream_copy``       CopyToS3, Parquet, one unit per window
+* ``stream_write``      ``beam.io.fileio.WriteToFiles`` with a pyarrow Parquet ``FileSink`` to
+                        s3:// (Beam's ``WriteToParquet`` fails on a stream on Flink: see
+                        docs/benchmarks.md)
+
+A ``Map`` after each records ``time.time()`` when a window's output comes out (a per-window
+count, a ``CopyToResult`` with its ``unit.end``, a ``FileResult`` with its window, the file
+renamed into place by then). Per case: wall time, rows per second of wall time and of stream
+time (the stream's start to its last output), the median and max delay from a window's end (or
+the stream's stop, if earlier) to its output, CPU seconds of the case's process and of the S3
+and job servers; then every copy is read back (pyarrow): every row id exactly once, each in a
+file of its own window, and for CopyToS3 one unit per window with the stream's rows.
+
 The Iceberg ratios (issue 29): ``copy_iceberg`` minus ``copy_parquet`` is what the table adds
 (loading the catalog, creating the table, the commit; target: at most 1 s plus 10 ms per data
 file), and ``copy_iceberg`` / ``pyiceberg_append`` (target: at most 0.8). The lineitem suite has
@@ -38,6 +60,7 @@ the same two cases and ratios, against ``copy_batches``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import glob
 import io
@@ -49,7 +72,7 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -95,8 +118,13 @@ _NOTES = [None, None, "leave at the door"]
 
 
 def shard_rows(shard: int, rows: int) -> Iterator[Dict[str, Any]]:
-    """One shard of the data set: cheap to make, so that the sinks' cost dominates."""
-    for i in range(shard * SHARD_ROWS, min((shard + 1) * SHARD_ROWS, rows)):
+    """One shard of the data set."""
+    return rows_between(shard * SHARD_ROWS, min((shard + 1) * SHARD_ROWS, rows))
+
+
+def rows_between(first: int, stop: int) -> Iterator[Dict[str, Any]]:
+    """Rows ``first`` to ``stop - 1`` of the data set: cheap to make, so that the sinks' cost dominates."""
+    for i in range(first, stop):
         yield {
             "id": i,
             "name": _NAMES[i % 1000],
@@ -160,6 +188,42 @@ def iceberg_ratios(median: Dict[str, float], runs: Dict[str, List[Dict[str, floa
         )
 
 
+def beam_s3_flags(endpoint: str) -> List[str]:
+    """Beam's S3 filesystem options for the benchmark's S3 server (the ``s3://`` of Beam's sinks)."""
+    return [
+        f"--s3_endpoint_url={endpoint}",
+        f"--s3_region_name={REGION}",
+        f"--s3_access_key_id={ACCESS_KEY}",
+        f"--s3_secret_access_key={SECRET_KEY}",
+    ]
+
+
+def s3_config(endpoint: str) -> Any:
+    """The ``S3Config`` of a copy to the benchmark's S3 server."""
+    from beam_s3_sink import S3Config
+
+    return S3Config(
+        endpoint_url=endpoint,
+        region_name=REGION,
+        access_key_id=ACCESS_KEY,
+        secret_access_key=SECRET_KEY,
+        path_style=True,
+    )
+
+
+def s3_client(endpoint: str) -> Any:
+    """A boto3 client of the benchmark's S3 server."""
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+    )
+
+
 # runners ----------------------------------------------------------------------------------
 def _cache_dir() -> str:
     return os.environ.get("BEAM_S3_SINK_CACHE") or os.path.expanduser("~/.cache/beam-s3-sink")
@@ -183,22 +247,18 @@ def prism_binary() -> str:
     raise SystemExit("no Prism binary; run scripts/fetch-runners.sh")
 
 
-_SPARK_OPENS = [
-    f"--add-opens=java.base/{m}=ALL-UNNAMED"
-    for m in ("sun.nio.ch", "java.nio", "java.lang", "java.util", "java.lang.invoke")
-]
-
-
 def start_job_server(name: str, log: Any, spark_master: str = "local[2]") -> "tuple[subprocess.Popen, str]":
     """Start a Flink or Spark job server on a free loopback port; return it and its endpoint."""
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from conftest import free_port
+    from jobservers import JAVA_OPENS  # on Java 17, Flink streaming (Kryo copying a java.util list) needs them
 
     port = free_port()
     lib = os.path.join(runner_lib(name), "*")
     if name == "flink":
         command = [
             "java",
+            *JAVA_OPENS,
             "-cp",
             lib,
             "org.apache.beam.runners.flink.FlinkJobServerDriver",
@@ -208,7 +268,7 @@ def start_job_server(name: str, log: Any, spark_master: str = "local[2]") -> "tu
     else:
         command = [
             "java",
-            *_SPARK_OPENS,
+            *JAVA_OPENS,
             "-cp",
             lib,
             "org.apache.beam.runners.spark.SparkJobServerDriver",
@@ -260,14 +320,8 @@ def runner_flags(runner: str, job_endpoint: str = "", parallelism: int = 2) -> L
 # one case, in a child process ---------------------------------------------------------------
 def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List[str]) -> None:
     prefix = f"s3://{bucket}/{case}-{uuid.uuid4().hex[:8]}"
-    s3_flags = [
-        f"--s3_endpoint_url={endpoint}",
-        f"--s3_region_name={REGION}",
-        f"--s3_access_key_id={ACCESS_KEY}",
-        f"--s3_secret_access_key={SECRET_KEY}",
-    ]
+    s3_flags = beam_s3_flags(endpoint)
     if case in NO_BEAM_CASES:
-        import boto3
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -278,28 +332,16 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
             return
         buffer = io.BytesIO()
         pq.write_table(table, buffer)
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY,
-        )
+        client = s3_client(endpoint)
         client.put_object(Bucket=bucket, Key=prefix[len(f"s3://{bucket}/") :] + "/data.parquet", Body=buffer.getvalue())
         return
 
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_s3_sink import CopyToIceberg, CopyToS3, S3Config
+    from beam_s3_sink import CopyToIceberg, CopyToS3
 
-    config = S3Config(
-        endpoint_url=endpoint,
-        region_name=REGION,
-        access_key_id=ACCESS_KEY,
-        secret_access_key=SECRET_KEY,
-        path_style=True,
-    )
+    config = s3_config(endpoint)
     folder = tempfile.TemporaryDirectory(prefix="bench-catalog-")  # copy_iceberg's catalog
     with folder, beam.Pipeline(options=PipelineOptions(runner_args + s3_flags)) as p:
         generated = p | beam.Create(list(range(_shards(rows)))) | beam.FlatMap(shard_rows, rows)
@@ -334,6 +376,333 @@ def _print_files(result: Any) -> None:
 
 def _shards(rows: int) -> int:
     return (rows + SHARD_ROWS - 1) // SHARD_ROWS
+
+
+# the streaming suite: a PeriodicImpulse stream on Flink -------------------------------------
+STREAM_CASES = ["stream_generate", "stream_copy", "stream_write"]
+STREAM_LABELS = {
+    "stream_generate": "generate only, rows counted per window (the floor)",
+    "stream_copy": "CopyToS3 Parquet, a unit per window",
+    "stream_write": "beam.io.fileio.WriteToFiles, a Parquet FileSink",
+}
+#: the figures of a streaming run that the table gives the median of
+STREAM_FIGURES = ("seconds", "rss_mib", "cpu_s", "stream_seconds", "delay_median", "delay_max", "windows", "files")
+WINDOW_SECONDS = 10
+#: seconds from building a case's pipeline to its stream's first impulse, for the job to start
+STREAM_LEAD = 8.0
+#: seconds a streaming case may take beyond its stream's lead and length before it is killed
+STREAM_GRACE = 300
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stream:
+    """The stream every streaming case reads: ``impulses`` impulses ``interval`` seconds apart
+    from ``start`` (epoch seconds), impulse ``k`` expanded into rows ``k * rows // impulses`` up
+    to the next impulse's first, each row in the impulse's timestamp."""
+
+    rows: int
+    impulses: int
+    start: float
+    interval: float
+
+    @classmethod
+    def of(cls, rows: int, seconds: float, rate: float, start: float) -> "Stream":
+        """``rows`` rows in ``rate`` impulses a second for ``seconds`` from ``start``."""
+        return cls(rows, round(seconds * rate), start, 1 / rate)
+
+    @classmethod
+    def starting_soon(cls, rows: int, seconds: float, rate: float) -> "Stream":
+        """The stream starts ``STREAM_LEAD`` seconds from now, half a millisecond past a whole
+        one: no impulse is within a rounding error of a window's bounds, so the window of a row
+        can be worked out again from its id."""
+        return cls.of(rows, seconds, rate, (int((time.time() + STREAM_LEAD) * 1000) + 0.5) / 1000)
+
+    @property
+    def stop(self) -> float:
+        return self.start + self.impulses * self.interval
+
+    def rows_at(self, moment: float) -> Iterator[Dict[str, Any]]:
+        """The rows of the impulse at ``moment`` (PeriodicImpulse's element: its timestamp)."""
+        index = round((moment - self.start) / self.interval)
+        return rows_between(self._first_row(index), self._first_row(index + 1))
+
+    def _first_row(self, index: int) -> int:
+        return min(index, self.impulses) * self.rows // self.impulses
+
+    def window_ends(self) -> Any:
+        """Per row id, the end of its window (epoch microseconds), as a numpy array."""
+        import numpy as np
+
+        moments = np.round((self.start + self.interval * np.arange(self.impulses)) * 1e6).astype(np.int64)
+        window = WINDOW_SECONDS * 1_000_000
+        firsts = np.arange(self.impulses + 1, dtype=np.int64) * self.rows // self.impulses
+        return np.repeat((moments // window + 1) * window, np.diff(firsts))
+
+
+def run_stream_case(case: str, stream: Stream, endpoint: str, bucket: str, runner_args: List[str]) -> None:
+    """One streaming case, in this (child) process. Each window's output is recorded by a ``Map``
+    (in the LOOPBACK worker, this process): the window's end, ``time.time()`` when it was output,
+    and what it holds; the records are printed at the end, one JSON line, for the driver."""
+    import apache_beam as beam
+    from apache_beam.io import fileio
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.transforms.periodicsequence import PeriodicImpulse
+    from apache_beam.transforms.window import FixedWindows
+    from apache_beam.utils.windowed_value import WindowedValue
+
+    from beam_s3_sink import CopyToS3
+
+    class CountInBundle(beam.DoFn):
+        """The rows of each window in a bundle, out at the bundle's end: a combiner lifted by
+        hand, as Beam lifts none in a streaming portable pipeline (a ``Count`` would send every
+        row through Flink's ``GroupByKey``: 24 s of median delay at 1,000,000 rows, not a floor)."""
+
+        def start_bundle(self) -> None:
+            self.counts: Dict[Any, int] = {}
+
+        def process(self, row: Any, window: Any = beam.DoFn.WindowParam) -> None:
+            self.counts[window] = self.counts.get(window, 0) + 1
+
+        def finish_bundle(self) -> Iterator[Any]:
+            for window, rows in self.counts.items():
+                yield WindowedValue(rows, window.max_timestamp(), [window])
+
+    def record_count(rows: int, path: str, window: Any = beam.DoFn.WindowParam) -> None:
+        _record(path, end=window.end.micros, rows=rows)
+
+    def record_file(written: Any, path: str) -> None:  # a FileResult names the file in the folder
+        _record(path, end=written.window.end.micros, files=[f"{prefix}/{written.file_name}"])
+
+    def record_unit(result: Any, path: str) -> None:
+        end = (result.unit.end - _EPOCH) // datetime.timedelta(microseconds=1)
+        files = [f.uri for f in result.files]
+        _record(path, end=end, rows=result.rows, unit=result.unit.id, files=files, error=result.error)
+
+    prefix = f"s3://{bucket}/{case}-{uuid.uuid4().hex[:8]}"
+    with tempfile.NamedTemporaryFile(prefix="bench-windows-", suffix=".jsonl") as records:
+        with beam.Pipeline(options=PipelineOptions(runner_args + beam_s3_flags(endpoint))) as p:
+            windowed = (
+                p
+                | PeriodicImpulse(stream.start, stream.stop, stream.interval)
+                | "Rows" >> beam.FlatMap(stream.rows_at)
+                | beam.WindowInto(FixedWindows(WINDOW_SECONDS))
+            )
+            if case == "stream_generate":
+                counts = windowed | beam.ParDo(CountInBundle()) | beam.CombineGlobally(sum).without_defaults()
+                counts | beam.Map(record_count, records.name)
+            elif case == "stream_copy":
+                copied = windowed | CopyToS3(prefix, format="parquet", schema=schema(), s3=s3_config(endpoint))
+                copied | beam.Map(record_unit, records.name)
+            elif case == "stream_write":
+                written = windowed | fileio.WriteToFiles(
+                    prefix, file_naming=fileio.default_file_naming("part", ".parquet"), sink=parquet_file_sink
+                )
+                written | beam.Map(record_file, records.name)
+            else:
+                raise SystemExit(f"unknown case {case}")
+        windows = [json.loads(line) for line in records.read().decode().splitlines()]
+    print(json.dumps({"start": stream.start, "prefix": prefix, "windows": windows}), flush=True)
+
+
+def parquet_file_sink(destination: Any) -> Any:
+    """A ``fileio.FileSink`` writing Parquet (Beam ships none; ``WriteToParquet`` fails on a
+    stream on Flink, see docs/benchmarks.md): pyarrow's ``ParquetWriter`` (Snappy, as
+    ``CopyToS3``) on the file Beam's filesystem opened, a row group per 65,536 rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from apache_beam.io import fileio
+
+    class ParquetSink(fileio.FileSink):
+        def open(self, fh: Any) -> None:
+            self._writer, self._rows = pq.ParquetWriter(fh, schema()), []
+
+        def write(self, record: Dict[str, Any]) -> None:
+            self._rows.append(record)
+            if len(self._rows) >= 65_536:
+                self._write_rows()
+
+        def flush(self) -> None:
+            if self._rows:
+                self._write_rows()
+            self._writer.close()
+
+        def _write_rows(self) -> None:
+            self._writer.write_table(pa.Table.from_pylist(self._rows, schema=schema()))
+            self._rows = []
+
+    return ParquetSink()
+
+
+def _record(path: str, **fields: Any) -> None:
+    """Append one window's record, stamped with the time now, to the file at ``path``."""
+    with open(path, "a") as f:
+        f.write(json.dumps({"at": time.time(), **fields}) + "\n")
+
+
+def stream_suite(
+    args: argparse.Namespace, endpoint: str, bucket: str, flags: List[str], where: str, servers: Dict[str, int]
+) -> int:
+    """The streaming cases, each in its own process on the job server of ``flags``, ``--repeat``
+    runs interleaved; each copy read back and checked; a table of medians and the ratios.
+    ``servers``: the processes (S3, and the job server when this run started it) whose CPU
+    time each case is charged with."""
+    client = s3_client(endpoint)
+    cases = args.cases.split(",")
+    pace = ["--stream-seconds", str(args.stream_seconds), "--impulses-per-second", str(args.impulses_per_second)]
+    timeout = STREAM_LEAD + args.stream_seconds + STREAM_GRACE
+    for case in cases:  # a 2 s stream of each first: the job server's JIT warms up for every case alike
+        measure(case, 2000, endpoint, bucket, flags + ["--streaming"], ["--stream-seconds", "2"], timeout)
+    _empty_bucket(client, bucket)
+    runs: Dict[str, List[Dict[str, Any]]] = {c: [] for c in cases}
+    for attempt in range(args.repeat):
+        for case in cases:
+            before = {name: _cpu_seconds(pid) for name, pid in servers.items()}
+            run = measure(case, args.rows, endpoint, bucket, flags + ["--streaming"], pace, timeout)
+            run.update({f"cpu_{name}": _cpu_seconds(pid) - before[name] for name, pid in servers.items()})
+            stream = Stream.of(args.rows, args.stream_seconds, args.impulses_per_second, run["start"])
+            runs[case].append(stream_figures(case, run, stream, client, bucket))
+            _empty_bucket(client, bucket)
+            figures = runs[case][-1]
+            print(
+                f"  run {attempt + 1}/{args.repeat} {case:16} {figures['seconds']:6.1f} s, delays "
+                f"{' '.join(f'{d:.2f}' for d in figures['delays'])} s, {figures['rows_read']:,} rows read back: "
+                f"{'; '.join(figures['problems'] + figures['notes']) or 'ok'}",
+                file=sys.stderr,
+            )
+    figures = STREAM_FIGURES + tuple(f"cpu_{name}" for name in servers)
+    median = {c: {k: statistics.median(r[k] for r in runs[c]) for k in figures} for c in cases}
+    print(
+        f"\n{args.rows:,} rows, 8 columns, PeriodicImpulse {args.impulses_per_second:g}/s for "
+        f"{args.stream_seconds:g} s, FixedWindows({WINDOW_SECONDS}), {where}, --streaming, moto S3 on "
+        f"loopback, median of {args.repeat} run(s)\n"
+    )
+    columns = ["wall s", "rows/s of wall time", "stream s", "rows/s of stream time", "delay median s"]
+    columns += ["delay max s", "windows", "data files", "peak RSS MiB", "CPU s case"]
+    columns += [f"CPU s {name}" for name in servers]
+    print("| case | " + " | ".join(columns) + " |\n| --- |" + " ---: |" * len(columns))
+    for c in cases:
+        m = median[c]
+        print(
+            f"| {STREAM_LABELS[c]} | {m['seconds']:.1f} | {args.rows / m['seconds']:,.0f} | {m['stream_seconds']:.1f} "
+            f"| {args.rows / m['stream_seconds']:,.0f} | {m['delay_median']:.2f} | {m['delay_max']:.2f} "
+            f"| {m['windows']:.0f} | {m['files']:.0f} | {m['rss_mib']:.0f} | {m['cpu_s']:.1f} |"
+            + "".join(f" {m['cpu_' + name]:.1f} |" for name in servers)
+        )
+    print()
+    if "stream_copy" in median and "stream_write" in median:
+        copy, write = median["stream_copy"], median["stream_write"]
+        for label, key, of_rate in (
+            ("rows/s of wall time", "seconds", True),
+            ("rows/s of stream time", "stream_seconds", True),
+            ("median delay", "delay_median", False),
+            ("max delay", "delay_max", False),
+        ):
+            ratio = write[key] / copy[key] if of_rate else copy[key] / write[key]
+            print(f"{'CopyToS3 / WriteToFiles, ' + label:50} {ratio:5.2f}")
+    if "stream_copy" in median and "stream_generate" in median:
+        extra = median["stream_copy"]["delay_median"] - median["stream_generate"]["delay_median"]
+        print(f"{'CopyToS3 median delay - generate-only, s':50} {extra:5.2f}")
+    failed = [f"{c}: {p}" for c in cases for r in runs[c] for p in r["problems"]]
+    for problem in failed:
+        print(f"CHECK FAILED {problem}")
+    for note in sorted({f"{c}: {n}" for c in cases for r in runs[c] for n in r["notes"]}):
+        print(f"note {note}")
+    return 1 if failed else 0
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) process ``pid`` has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stream_figures(case: str, run: Dict[str, Any], stream: Stream, client: Any, bucket: str) -> Dict[str, Any]:
+    """A streaming run's figures and checks. A window's delay runs from the moment its last row
+    could exist (its end, or the stream's stop if earlier) to its last output; stream seconds
+    from the stream's start to the last output of all."""
+    by_end: Dict[int, List[Dict[str, Any]]] = {}
+    for record in run["windows"]:
+        by_end.setdefault(record["end"], []).append(record)
+    delays = [max(r["at"] for r in rs) - min(end / 1e6, stream.stop) for end, rs in sorted(by_end.items())]
+    last = max((r["at"] for r in run["windows"]), default=float("nan"))
+    checked = check_stream(case, stream, by_end, client, bucket, run["prefix"])
+    return {
+        **{k: v for k, v in run.items() if k in ("seconds", "rss_mib") or k.startswith("cpu_")},
+        "stream_seconds": last - stream.start,
+        "delays": delays,
+        "delay_median": statistics.median(delays or [float("nan")]),
+        "delay_max": max(delays or [float("nan")]),
+        "windows": len(by_end),
+        **checked,
+    }
+
+
+def check_stream(
+    case: str, stream: Stream, by_end: Dict[int, List[Dict[str, Any]]], client: Any, bucket: str, prefix: str
+) -> Dict[str, Any]:
+    """Read a streaming case's output back: the rows of each window against the stream's, every
+    row id exactly once, each in a file of its own window; for CopyToS3 also one unit per window,
+    no error, and no data file the units do not name. ``problems`` are failures (rows lost or
+    doubled, a CopyToS3 window wrong); ``notes`` what is only worth saying."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    ends = stream.window_ends()
+    expected = {int(end): int(n) for end, n in zip(*np.unique(ends, return_counts=True))}
+    problems: List[str] = []
+    notes: List[str] = []
+    got: Dict[int, int] = {}
+    files = {uri: end for end, records in by_end.items() for r in records for uri in r.get("files", ())}
+    if case == "stream_generate":
+        got = {end: sum(r["rows"] for r in records) for end, records in by_end.items()}
+        rows_read = sum(got.values())
+    else:
+        seen = np.zeros(stream.rows, dtype=np.int64)
+        misplaced = 0
+        for uri, end in files.items():
+            key = uri[len(f"s3://{bucket}/") :]
+            ids = pq.read_table(io.BytesIO(client.get_object(Bucket=bucket, Key=key)["Body"].read()), columns=["id"])
+            ids = ids.column("id").to_numpy()
+            seen += np.bincount(ids, minlength=stream.rows)
+            misplaced += int((ends[ids] != end).sum())
+            got[end] = got.get(end, 0) + len(ids)
+        rows_read = int(seen.sum())
+        if (seen == 0).any() or (seen > 1).any():
+            problems.append(f"{int((seen == 0).sum())} row ids missing, {int((seen > 1).sum())} more than once")
+        if misplaced:
+            (problems if case == "stream_copy" else notes).append(f"{misplaced} rows in another window's file")
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.split("/", 3)[3])
+        listed = {
+            f"s3://{bucket}/{o['Key']}"
+            for page in pages
+            for o in page.get("Contents", ())
+            if o["Key"].endswith(".parquet") and "/.temp" not in o["Key"]
+        }
+        if listed - set(files):
+            problems.append(f"{len(listed - set(files))} data files that no output names")
+    if rows_read != stream.rows:
+        problems.append(f"{rows_read:,} rows read back, {stream.rows:,} generated")
+    if case == "stream_copy":
+        errors = [r["error"] for records in by_end.values() for r in records if r["error"]]
+        twice = [end for end, records in by_end.items() if len(records) != 1]
+        problems += [f"unit error: {e}" for e in errors]
+        if twice:
+            problems.append(f"{len(twice)} windows committed more than once")
+    wrong = sorted(set(expected) ^ set(got)) + [e for e in expected if e in got and got[e] != expected[e]]
+    if wrong:
+        target = problems if case != "stream_write" else notes
+        target.append(
+            "windows differ from the stream's: "
+            + ", ".join(f"{_moment(e)} {got.get(e, 0)} rows, expected {expected.get(e, 0)}" for e in wrong[:5])
+        )
+    return {"rows_read": rows_read, "files": len(files), "problems": problems, "notes": notes}
+
+
+def _moment(micros: int) -> str:
+    """A window's end, for a message: ``03:46:20``."""
+    return (_EPOCH + datetime.timedelta(microseconds=micros)).strftime("%H:%M:%S")
 
 
 # the lineitem suite: Arrow batches from local Parquet ----------------------------------------
@@ -457,12 +826,7 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
         )
         ds.write_dataset(ds.dataset(path, format="parquet"), f"{bucket}/{prefix}", format="parquet", filesystem=fs)
         return
-    s3_flags = [
-        f"--s3_endpoint_url={endpoint}",
-        f"--s3_region_name={REGION}",
-        f"--s3_access_key_id={ACCESS_KEY}",
-        f"--s3_secret_access_key={SECRET_KEY}",
-    ]
+    s3_flags = beam_s3_flags(endpoint)
     if case == "cli":
         env = {
             **os.environ,
@@ -492,16 +856,10 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
     import pyarrow.parquet as pq
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_s3_sink import CopyToIceberg, CopyToS3, S3Config
+    from beam_s3_sink import CopyToIceberg, CopyToS3
 
     schema = pq.read_schema(path)
-    config = S3Config(
-        endpoint_url=endpoint,
-        region_name=REGION,
-        access_key_id=ACCESS_KEY,
-        secret_access_key=SECRET_KEY,
-        path_style=True,
-    )
+    config = s3_config(endpoint)
     folder = tempfile.TemporaryDirectory(prefix="bench-catalog-")  # copy_iceberg's catalog
     with folder, beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner"] + s3_flags)) as p:
         if case == "read_batched":
@@ -597,7 +955,6 @@ def lineitem_main(args: argparse.Namespace) -> int:
     """The lineitem suite: each case in its own process, ``--repeat`` runs interleaved, medians,
     peak RSS of each process tree, the ratios of issues 14 and 29, and the RSS flatness check
     (copy_batches and beam_batched at scale factors ``--rss-scales``)."""
-    import boto3
     import pyarrow.parquet as pq
 
     sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -612,13 +969,7 @@ def lineitem_main(args: argparse.Namespace) -> int:
     server = start_moto(port)
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY,
-        )
+        client = s3_client(endpoint)
         bucket = "bench"
         client.create_bucket(Bucket=bucket)
 
@@ -702,10 +1053,19 @@ def lineitem_main(args: argparse.Namespace) -> int:
 
 # the driver ----------------------------------------------------------------------------------
 def measure(
-    case: str, rows: int, endpoint: str, bucket: str, runner_args: List[str] = ("--runner=DirectRunner",)
-) -> Dict[str, float]:
-    """Run one case in its own process: wall seconds, peak RSS, and a copy's data files."""
+    case: str,
+    rows: int,
+    endpoint: str,
+    bucket: str,
+    runner_args: List[str] = ("--runner=DirectRunner",),
+    extra: List[str] = (),
+    timeout: Optional[float] = None,
+) -> Dict[str, Any]:
+    """Run one case in its own process (``extra``: more arguments for it; killed after
+    ``timeout`` seconds): wall seconds, peak RSS, CPU seconds, and what the case printed last
+    as a JSON line (a copy's data files)."""
     import tempfile
+    import threading
 
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
@@ -723,18 +1083,25 @@ def measure(
                 bucket,
                 "--runner-args",
                 json.dumps(list(runner_args)),
+                *extra,
             ],
             stdout=out,
             stderr=err,
         )
+        killer = threading.Timer(timeout, child.kill) if timeout else None
+        if killer is not None:
+            killer.start()
         _, status, usage = os.wait4(child.pid, 0)
         elapsed = time.monotonic() - started
+        if killer is not None:
+            killer.cancel()
         if os.waitstatus_to_exitcode(status) != 0:
             err.seek(0)
-            raise SystemExit(f"case {case} failed:\n{err.read().decode()[-3000:]}")
+            killed = f" (killed after {timeout:.0f} s)" if timeout and elapsed >= timeout else ""
+            raise SystemExit(f"case {case} failed{killed}:\n{err.read().decode()[-3000:]}")
         out.seek(0)
         lines = [line for line in out.read().decode().splitlines() if line.startswith("{")]
-    result = {"seconds": elapsed, "rss_mib": usage.ru_maxrss / 1024}
+    result = {"seconds": elapsed, "rss_mib": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime}
     if lines:
         result.update(json.loads(lines[-1]))
     return result
@@ -836,6 +1203,13 @@ def main() -> int:
     parser.add_argument(
         "--rss-scales", default="0.5,2", help="lineitem: the two scale factors of the RSS check ('' skips)"
     )
+    parser.add_argument(
+        "--streaming",
+        action="store_true",
+        help="the streaming suite on Flink: a PeriodicImpulse stream in fixed windows (see above)",
+    )
+    parser.add_argument("--stream-seconds", type=float, default=60, help="streaming: how long the stream runs")
+    parser.add_argument("--impulses-per-second", type=float, default=1000, help="streaming: impulses a second")
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
@@ -848,6 +1222,10 @@ def main() -> int:
             return 0
         args.repeat = args.repeat or 3
         return lineitem_main(args)
+    if args.case in STREAM_CASES:
+        stream = Stream.starting_soon(args.rows, args.stream_seconds, args.impulses_per_second)
+        run_stream_case(args.case, stream, args.endpoint, args.bucket, json.loads(args.runner_args))
+        return 0
     if args.case:
         run_case(
             args.case,
@@ -857,6 +1235,9 @@ def main() -> int:
             json.loads(args.runner_args) if args.runner_args else ["--runner=DirectRunner"],
         )
         return 0
+    if args.streaming:
+        args.runner = "flink"
+        args.cases = args.cases or ",".join(STREAM_CASES)
     flink = args.runner == "flink"
     if args.repeat is None:
         args.repeat = 1 if flink else 3
@@ -878,16 +1259,9 @@ def main() -> int:
     job_server = None
     log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"beam-s3-sink-bench-{os.getpid()}.log"), "wb")
     try:
-        import boto3
-
         bucket = "bench"
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY,
-        ).create_bucket(Bucket=bucket)
+        client = s3_client(endpoint)
+        client.create_bucket(Bucket=bucket)
         if args.file_counts:
             file_counts(args, endpoint, bucket, log)
             return 0
@@ -899,7 +1273,11 @@ def main() -> int:
                 job_server, job_endpoint = start_job_server("flink", log)
             flags = runner_flags("flink", job_endpoint, args.parallelism)
             where = f"Flink job server {job_endpoint}, LOOPBACK, parallelism {args.parallelism}"
+        if flink and not args.streaming:  # (the streaming suite warms up with streams)
             measure("generate", 1000, endpoint, bucket, flags)  # warm the job server's JIT once
+        if args.streaming:
+            servers = {"S3": server.pid, **({"Flink": job_server.pid} if job_server is not None else {})}
+            return stream_suite(args, endpoint, bucket, flags, where, servers)
         cases = args.cases.split(",")
         runs: Dict[str, List[Dict[str, float]]] = {c: [] for c in cases}
         for attempt in range(args.repeat):
