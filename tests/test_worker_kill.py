@@ -23,7 +23,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import pyarrow as pa
 import pytest
@@ -96,10 +96,18 @@ def external_flink_args(server, pool) -> List[str]:
     ]
 
 
-def copy_and_kill_a_worker(pool, s3_client, bucket: str, copy) -> Dict[str, Any]:
-    """Run ``copy()`` on a thread, ``kill -9`` one SDK worker once a part has landed, wait for
-    the copy to end; return ``{"result": ...}`` or ``{"error": ...}``."""
+def copy_and_kill_a_worker(
+    pool, s3_client, bucket: str, copy, ready: Optional[Callable[[], bool]] = None
+) -> Dict[str, Any]:
+    """Run ``copy()`` on a thread, ``kill -9`` one SDK worker once ``ready()`` (by default: once a
+    part has landed), wait for the copy to end; return ``{"result": ...}`` or ``{"error": ...}``,
+    with ``"killed"``: the pid of the worker killed, and ``"workers"``: the pool's workers then."""
     outcome: Dict[str, Any] = {}
+
+    def a_part_landed() -> bool:
+        return uploaded_parts(s3_client, bucket) > 0
+
+    ready = ready or a_part_landed
 
     def run() -> None:
         try:
@@ -110,14 +118,15 @@ def copy_and_kill_a_worker(pool, s3_client, bucket: str, copy) -> Dict[str, Any]
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 600
-    while uploaded_parts(s3_client, bucket) == 0:
-        assert thread.is_alive(), f"the copy ended before any part landed: {outcome}"
-        assert time.monotonic() < deadline, "no part landed within 10 minutes"
+    while not ready():
+        assert thread.is_alive(), f"the copy ended before the kill was due: {outcome}"
+        assert time.monotonic() < deadline, "the kill was not due within 10 minutes"
         time.sleep(0.1)
     workers = jobservers.child_pids(pool.process.pid)
     assert len(workers) == 2, f"the pool should run two SDK workers, it runs {workers}"
     os.kill(workers[0], signal.SIGKILL)
-    _LOG.warning("killed SDK worker %s of %s with parts uploading", workers[0], workers)
+    outcome["killed"], outcome["workers"] = workers[0], workers
+    _LOG.warning("killed SDK worker %s of %s", workers[0], workers)
     thread.join(900)
     assert not thread.is_alive(), "the copy did not end within 15 minutes of the kill"
     return outcome
