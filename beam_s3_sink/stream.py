@@ -4,8 +4,9 @@ What differs from a bounded copy (the steps are the same, see :mod:`.transform`)
 
 - **Windowing** (:func:`stream_windowing`): the input's own windows and trigger decide the
   units; input in the global window with Beam's default trigger needs ``triggering_frequency``,
-  which fires a pane every so many seconds of processing time, and a last one when the stream
-  ends. Panes must be discarding (an accumulating pane repeats the rows of the panes before it).
+  which cuts it into event-time intervals of that many seconds, each committed once the
+  watermark passes its end (rows behind the watermark are dropped, as Beam drops late rows).
+  Panes must be discarding (an accumulating pane repeats the rows of the panes before it).
 - **Upload**: always the grouped graph; ``Batch`` holds rows per window and its blobs go
   through the ``GroupByKey`` in their window, where the trigger fires (and Beam drops the rows
   of expired windows), so each writer writes the rows of one key's pane.
@@ -19,8 +20,9 @@ What differs from a bounded copy (the steps are the same, see :mod:`.transform`)
   sentinel deleted.
 
 Exactly once holds where a replayed pane holds the rows it held the first time: event-time
-panes do; processing-time panes (``triggering_frequency``, early firings) may not, as for
-every Beam sink without stable input.
+panes do (``triggering_frequency`` makes those); processing-time panes (a trigger of the
+user's with early or processing-time firings) may not, as for every Beam sink without stable
+input.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any, FrozenSet, Iterable, Optional, Set, Tuple
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton, PCollection
 from apache_beam.transforms import trigger
-from apache_beam.transforms.window import GlobalWindow, GlobalWindows
+from apache_beam.transforms.window import FixedWindows, GlobalWindow, GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
@@ -90,12 +92,14 @@ def stream_windowing(rows: PCollection, triggering_frequency: Optional[float], t
             f"{transform}: the input of {producer!r} has its own trigger; triggering_frequency would "
             "replace it. Leave triggering_frequency out (each pane of your trigger is one unit)."
         )
+    # Event-time intervals, as Beam's WriteToParquet(triggering_frequency) makes them: a replay
+    # fills each with the same rows, so its unit is the same. (Processing-time panes are not:
+    # a replay on Flink fired other rows under the same pane indexes, whose rows were lost.)
     return rows | "EveryInterval" >> beam.WindowInto(
-        GlobalWindows(),
-        # early panes every interval, and a last one when the stream ends (a bare repeated
-        # processing-time trigger leaves that last pane to the runner: Beam's DirectRunner drops it)
-        trigger=trigger.AfterWatermark(early=trigger.AfterProcessingTime(triggering_frequency)),
+        FixedWindows(triggering_frequency),
+        trigger=trigger.AfterWatermark(),
         accumulation_mode=trigger.AccumulationMode.DISCARDING,
+        allowed_lateness=0,
     )
 
 

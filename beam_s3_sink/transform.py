@@ -171,7 +171,7 @@ class CopyToS3(beam.PTransform):
       upload_graph: ``"auto"`` (default: :func:`upload_graph` decides by the runner),
         ``"per_bundle"`` or ``"grouped"``.
       triggering_frequency: seconds; for an unbounded PCollection in the global window,
-        commit what arrived in each interval as one unit.
+        commit it in event-time intervals of this length (``FixedWindows``), one unit each.
 
     An unbounded PCollection (a stream) is committed unit by unit (:mod:`.stream`): each pane
     its windows' trigger fires, or each ``triggering_frequency`` interval in the global window,

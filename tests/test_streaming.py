@@ -139,10 +139,7 @@ def stream_runner(request) -> Tuple[str, List[str]]:
 
 def test_stream_commits_each_unit_exactly_once(stream_runner, s3_config, s3_client, bucket, tmp_path, iceberg_sqlite):
     runner, args = stream_runner
-    # Prism 2.77 panics on TestStream with the global window's trigger (AfterWatermark with early
-    # processing-time firings: "assignment to entry in nil map"); test_streaming_runners.py runs
-    # that copy on Prism from PeriodicImpulse, which it runs.
-    global_window = runner != "prism"
+    global_window = True  # triggering_frequency: event-time intervals, on every runner
     copies = ("fixed", "late", "sliding", "sessions", "table") + (("global",) if global_window else ())
     outs = {name: tmp_path / name for name in copies}
     for out in outs.values():
@@ -218,12 +215,13 @@ def check_units(client, s3, bucket: str, name: str, results: list, expected=None
 
 
 def check_global(client, bucket: str, results: list, want=None) -> None:
-    """The global window: every row once (nothing is late there; ``want``: the ids, by default
-    the scripted stream's), in units named by pane."""
-    assert results and all(r.ok and r.unit.start is None and r.unit.id.startswith("global-p") for r in results)
-    assert len({r.unit.pane for r in results}) == len(results)
+    """The global window with ``triggering_frequency``: one unit per event-time interval, each
+    once, and every row once (``want``: the ids, by default the scripted stream's but the late
+    rows, which an interval, like any window without allowed lateness, drops)."""
+    assert results and all(r.ok and r.unit.start is not None and r.unit.pane == 0 for r in results)
+    assert len({r.unit.id for r in results}) == len(results)
     ids = ids_of(read_parquet(client, bucket, f.uri.split("/", 3)[3]) for r in results for f in r.files)
-    assert ids == sorted(want if want is not None else (i for i, _ in ON_TIME + LATE + LAST))
+    assert ids == sorted(want if want is not None else (i for i, _ in ON_TIME + LAST))
 
 
 def check_table(catalog, table: str, results: list, want=None) -> None:

@@ -31,9 +31,10 @@ unit must hold is computed here from those timestamps, not by Beam::
    the warehouse, and nothing aborts it: shown, not failed). If the job fails instead, every unit
    committed must be exact and a rerun with the same sink ids exact.
 3. ``test_a_killed_sdk_worker_mid_stream_loses_no_row_of_the_global_window``: the same kill, into
-   the global window's copy once it has committed a unit: a strict xfail, a bug of the package
-   (a replay's panes are other rows under the same pane indexes, so its units ``global-pN`` are
-   taken for the first attempt's and their rows lost: about a third of the rows in every run).
+   the global window's copy once it has committed a unit. (When ``triggering_frequency`` fired
+   processing-time panes, named ``global-pN``, a replay fired other rows under the same pane
+   indexes and about a third of the rows were lost in every run; its units are now event-time
+   intervals, which a replay fills with the same rows.)
 
 Flink options, and why (Beam 2.62's Flink job server, embedded MiniCluster, measured here).
 Streaming without checkpointing: a PeriodicImpulse job ends by itself after the stop timestamp,
@@ -49,15 +50,10 @@ input. Flink then restarts the job forever (its default restart strategy under c
 unbounded exponential delay): the ``flink-checkpointing`` case fails as soon as Flink's log says
 the job restarts. Every run here has a deadline, and is cancelled past it.
 
-Prism runs PeriodicImpulse and the global window's trigger (TestStream with that trigger panics
-in Prism 2.77: test_streaming.py), but Prism 2.77 also panics, in about half the runs, when the
-stream of the global window's copy ends ("assignment to entry in nil map",
-``aggregateStageKind.buildProcessingTimeBundle``, elementmanager.go:2261: a processing-time
-trigger of the global window that fires after the end of the window dropped its state). So on
-Prism the source runs ``PRISM_QUIET_S`` longer than its rows, with no row in that tail: the last
-processing-time firings come before the watermark ends the window (6 of 6 runs exact, against 3
-panics in 6 without). Flink gets no such tail: its last pane of the global window comes at the
-end of the stream, with rows.
+Prism runs PeriodicImpulse streams. While ``triggering_frequency`` fired processing-time panes
+of the global window, Prism 2.77 panicked in about half the runs when such a stream ended
+("assignment to entry in nil map", ``aggregateStageKind.buildProcessingTimeBundle``); the source
+on Prism still runs ``PRISM_QUIET_S`` longer than its rows, with no row in that tail.
 """
 
 from __future__ import annotations
@@ -502,13 +498,6 @@ class GlobalPanesLost(AssertionError):
     """A replayed pane of the global window was taken for the unit of the same index."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=GlobalPanesLost,
-    reason="BUG: a unit of the global window is named by its pane's index (global-pN), but a replay "
-    "fires panes of other rows under the same indexes; the package reports the first attempt's "
-    "global-pN again and aborts the replay's files, so their rows are lost",
-)
 def test_a_killed_sdk_worker_mid_stream_loses_no_row_of_the_global_window(
     restarting_flink, s3_config, s3_client, bucket, iceberg_sqlite, tmp_path
 ):
