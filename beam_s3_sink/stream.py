@@ -80,8 +80,8 @@ def stream_windowing(rows: PCollection, triggering_frequency: Optional[float], t
             return rows
         raise CopyToS3Error(
             f"{transform}: the input of {producer!r} is a stream in the global window: pass "
-            "triggering_frequency=SECONDS to commit what arrived in each interval as one unit, or "
-            "window it (beam.WindowInto(FixedWindows(...))) to commit each window."
+            "triggering_frequency=SECONDS to commit it in event-time intervals of that length, one "
+            "unit each, or window it (beam.WindowInto(FixedWindows(...))) to commit each window."
         )
     if isinstance(triggering_frequency, bool) or not isinstance(triggering_frequency, (int, float)):
         raise ValueError(f"{transform}: triggering_frequency must be a number of seconds, got {triggering_frequency!r}")
