@@ -345,6 +345,21 @@ def check_copies(
     assert pending_uploads(s3_client, bucket) == []
 
 
+@pytest.fixture
+def stream_catalog(s3_config, s3_client, tmp_path):
+    """A SQLite catalog of the test's own, its warehouse in a bucket of its own: what a killed
+    attempt's workers still write after the stream ended (see the README) stays out of the
+    session's shared ``iceberg_sqlite`` warehouse, which other modules check for pending uploads."""
+    from iceberg_catalogs import s3_props, sqlite_catalog
+
+    warehouse = f"stream-wh-{uuid.uuid4().hex[:12]}"
+    s3_client.create_bucket(Bucket=warehouse)
+    props = s3_props(
+        s3_config.endpoint_url, s3_config.access_key_id, s3_config.secret_access_key, s3_config.region_name
+    )
+    return sqlite_catalog(str(tmp_path / "catalog.db"), f"s3://{warehouse}/warehouse", props)
+
+
 def table_name(bucket: str) -> str:
     return f"streams.r{bucket.replace('-', '_')}"
 
@@ -364,7 +379,7 @@ FLINK_SIDE_INPUT_CHECKPOINTS = pytest.mark.xfail(
     ["prism", "flink", pytest.param("flink-checkpointing", marks=FLINK_SIDE_INPUT_CHECKPOINTS)],
 )
 def test_a_periodic_stream_commits_every_window_once(
-    runner_name, request, s3_config, s3_client, bucket, iceberg_sqlite, tmp_path
+    runner_name, request, s3_config, s3_client, bucket, stream_catalog, tmp_path
 ):
     from conftest import runner_args
 
@@ -376,7 +391,7 @@ def test_a_periodic_stream_commits_every_window_once(
         server = request.getfixturevalue("flink_job_server")
     impulse = Impulse.from_now(SOURCE_S, PRISM_QUIET_S if runner_name == "prism" else 0)
     outs = out_dirs(tmp_path)
-    catalog, table = dict(iceberg_sqlite.props, name=iceberg_sqlite.name), table_name(bucket)
+    catalog, table = dict(stream_catalog.props, name=stream_catalog.name), table_name(bucket)
     started = time.monotonic()
     run_stream(
         args,
@@ -388,7 +403,7 @@ def test_a_periodic_stream_commits_every_window_once(
     print(f"\n{runner_name}: a {SOURCE_S} s stream ran in {time.monotonic() - started:.0f} s")
 
     results = {name: load_results(str(outs[name])) for name in COPIES}
-    check_copies(s3_client, s3_config, bucket, impulse, results, iceberg_sqlite, table)
+    check_copies(s3_client, s3_config, bucket, impulse, results, stream_catalog, table)
     assert len(results["fixed"]) == len(impulse.windows()) == len(results["table"])
 
 
@@ -473,25 +488,25 @@ RESTART_LINE = re.compile(
 
 
 def test_a_killed_sdk_worker_mid_stream_commits_every_window_once(
-    restarting_flink, s3_config, s3_client, bucket, iceberg_sqlite, tmp_path
+    restarting_flink, s3_config, s3_client, bucket, stream_catalog, tmp_path
 ):
     impulse = Impulse.from_now(KILL_SOURCE_S)
-    catalog, table = dict(iceberg_sqlite.props, name=iceberg_sqlite.name), table_name(bucket)
+    catalog, table = dict(stream_catalog.props, name=stream_catalog.name), table_name(bucket)
     copies = ("fixed", "table")
     killed = stream_and_kill(restarting_flink, s3_config, s3_client, bucket, catalog, table, impulse, copies, tmp_path)
     if "error" not in killed.outcome:  # Flink restarted the job, the source replayed, the stream ended: exact
         results, replays = killed.results(tmp_path / "first", copies)
         print(f"units reported again after the restart: {replays}")
-        check_copies(s3_client, s3_config, bucket, impulse, results, iceberg_sqlite, table, killed=True)
+        check_copies(s3_client, s3_config, bucket, impulse, results, stream_catalog, table, killed=True)
         return
 
     # the job failed: every unit committed so far is exact, then a rerun with the same sink ids
     # (and the same impulse, now in the past) commits the rest and reports the others again
-    check_committed_units(s3_client, bucket, impulse, iceberg_sqlite, table)
+    check_committed_units(s3_client, bucket, impulse, stream_catalog, table)
     (tmp_path / "rerun").mkdir()
     killed.run(tmp_path / "rerun")
     results, _ = killed.results(tmp_path / "rerun", copies)
-    check_copies(s3_client, s3_config, bucket, impulse, results, iceberg_sqlite, table, killed=True)
+    check_copies(s3_client, s3_config, bucket, impulse, results, stream_catalog, table, killed=True)
 
 
 class GlobalPanesLost(AssertionError):
@@ -499,7 +514,7 @@ class GlobalPanesLost(AssertionError):
 
 
 def test_a_killed_sdk_worker_mid_stream_loses_no_row_of_the_global_window(
-    restarting_flink, s3_config, s3_client, bucket, iceberg_sqlite, tmp_path
+    restarting_flink, s3_config, s3_client, bucket, stream_catalog, tmp_path
 ):
     """The same kill, once the global window's copy (``triggering_frequency``) has committed a unit."""
     impulse = Impulse.from_now(KILL_SOURCE_S)
@@ -524,7 +539,7 @@ def test_a_killed_sdk_worker_mid_stream_loses_no_row_of_the_global_window(
         f"{len(lost)} of {impulse.count} rows lost, {len(doubled)} doubled"
     )
     try:
-        check_copies(s3_client, s3_config, bucket, impulse, results, iceberg_sqlite, "")
+        check_copies(s3_client, s3_config, bucket, impulse, results, stream_catalog, "")
     except AssertionError as exc:
         raise GlobalPanesLost(f"{len(lost)} rows lost ({lost[:3]}...), {len(doubled)} doubled: {exc}") from exc
 

@@ -71,7 +71,10 @@ def uploaded_parts(client, bucket: str) -> int:
     """How many parts the pending multipart uploads in ``bucket`` hold."""
     count = 0
     for upload in client.list_multipart_uploads(Bucket=bucket).get("Uploads", ()):
-        parts = client.list_parts(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+        try:
+            parts = client.list_parts(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+        except client.exceptions.NoSuchUpload:  # completed or aborted since it was listed
+            continue
         count += len(parts.get("Parts", ()))
     return count
 
