@@ -304,29 +304,36 @@ class _StreamBatchFn(_BatchFn):
 
     def setup(self) -> None:
         super().setup()
-        self._received = Metrics.counter(NAMESPACE, "rows_received")  # minus "rows": not committed
+        self._received_counter = Metrics.counter(NAMESPACE, "rows_received")  # minus "rows": not committed
 
     def start_bundle(self) -> None:
         self._windows: Dict[Any, Tuple[Any, ...]] = {}
+        self._window: Any = None  # the window whose state is in the attributes (most rows: the last one's)
+        self._received = 0
 
     def process(self, element: Any, window: Any = beam.DoFn.WindowParam) -> Iterable[Any]:
-        self._received.inc(element.num_rows if isinstance(element, ARROW_TYPES) else 1)
-        self._enter(window)
-        try:
-            return list(super().process(element))
-        finally:
-            self._windows[window] = tuple(getattr(self, name) for name in self._STATE)
+        self._received += element.num_rows if isinstance(element, ARROW_TYPES) else 1
+        if window != self._window:
+            self._enter(window)
+        return super().process(element)
 
     def finish_bundle(self) -> Iterable[WindowedValue]:
-        for window in self._windows:
+        self._received_counter.inc(self._received)
+        if self._window is not None:
+            self._windows[self._window] = tuple(getattr(self, name) for name in self._STATE)
+        for window in list(self._windows):
             self._enter(window)
             for blob in super().finish_bundle():
                 yield WindowedValue(blob.value, window.max_timestamp(), [window])
-        self._windows = {}
+        self._windows, self._window = {}, None
 
     def _enter(self, window: Any) -> None:
+        """Keep the current window's state, and make ``window``'s current."""
+        if self._window is not None:
+            self._windows[self._window] = tuple(getattr(self, name) for name in self._STATE)
         if window in self._windows:
             for name, value in zip(self._STATE, self._windows[window]):
                 setattr(self, name, value)
         else:
             super().start_bundle()
+        self._window = window

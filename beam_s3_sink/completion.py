@@ -208,16 +208,6 @@ class _CompleteFn(_S3DoFn):
         keys, bucket = self._keys, self._keys.location.bucket
         if unit is not None:
             return self._publish_unit(copied, unit)
-        copied = copied or [self._write_empty_file()]
-        result = CopyToResult(
-            uri=keys.location.uri,
-            sink_id=keys.sink_id,
-            rows=sum(f.rows for f in copied),
-            bytes=sum(f.bytes for f in copied),
-            files=tuple(copied),
-            manifest_uri=keys.location.object_uri(keys.manifest),
-            warnings=tuple(warnings),
-        )
         if init.guard == RELIST:  # the store ignores If-None-Match: re-check before committing
             winner = fallback_winner(self._client, keys)
             if winner != keys.sink_id:
@@ -225,18 +215,7 @@ class _CompleteFn(_S3DoFn):
                     f"copy {winner!r} started writing to {keys.location.uri} first; "
                     "this copy gives way (the store ignores If-None-Match, see README)"
                 )
-        body = manifest_json(
-            result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema)
-        )
-        call(
-            self._client,
-            "PutObject",
-            bucket,
-            keys.manifest,
-            Body=body,
-            ContentType="application/json",
-            **self._config.objects.control_args(),
-        )
+        result = self._put_manifest(copied or [self._write_empty_file()], keys.manifest, warnings)
         delete_keys(self._client, bucket, init.replaced)  # if_exists="replace"; see .if_exists
         if init.guard == CONDITIONAL:  # the path's claim (see .claim), before the sentinel
             release_claim(self._client, keys)
@@ -252,37 +231,38 @@ class _CompleteFn(_S3DoFn):
         return result
 
     def _publish_unit(self, copied: List[CopiedFile], unit: StreamUnit) -> CopyToResult:
-        keys, bucket = self._keys, self._keys.location.bucket
-        result = CopyToResult(
-            uri=keys.location.uri,
-            sink_id=keys.sink_id,
-            rows=sum(f.rows for f in copied),
-            bytes=sum(f.bytes for f in copied),
-            files=tuple(copied),
-            manifest_uri=keys.location.object_uri(keys.unit_manifest(unit.id)),
-            unit=unit,
-        )
-        body = manifest_json(
-            result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema)
-        )
-        args = self._config.objects.control_args()
-        call(
-            self._client,
-            "PutObject",
-            bucket,
-            keys.unit_manifest(unit.id),
-            Body=body,
-            ContentType="application/json",
-            **args,
-        )
+        keys = self._keys
+        result = self._put_manifest(copied, keys.unit_manifest(unit.id), unit=unit)
         try:  # committed: a record left behind is only removed at the end of the stream
-            call(self._client, "DeleteObject", bucket, keys.unit_commit(unit.id))
+            call(self._client, "DeleteObject", keys.location.bucket, keys.unit_commit(unit.id))
         except S3RequestError as exc:
             _log.warning("unit %s of copy %s: could not delete its commit record: %s", unit.id, keys.sink_id, exc)
             result = dataclasses.replace(result, warnings=(f"could not delete the commit record: {exc}",))
         _log.info(
             "unit %s of copy %s committed: %d rows in %d file(s)", unit.id, keys.sink_id, result.rows, len(copied)
         )
+        return result
+
+    def _put_manifest(
+        self, copied: List[CopiedFile], key: str, warnings: Sequence[str] = (), unit: Optional[StreamUnit] = None
+    ) -> CopyToResult:
+        """The result of ``copied`` (the copy's, or one unit's), written as the manifest ``key``."""
+        keys = self._keys
+        result = CopyToResult(
+            uri=keys.location.uri,
+            sink_id=keys.sink_id,
+            rows=sum(f.rows for f in copied),
+            bytes=sum(f.bytes for f in copied),
+            files=tuple(copied),
+            manifest_uri=keys.location.object_uri(key),
+            warnings=tuple(warnings),
+            unit=unit,
+        )
+        body = manifest_json(
+            result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema)
+        )
+        args = self._config.objects.control_args()
+        call(self._client, "PutObject", keys.location.bucket, key, Body=body, ContentType="application/json", **args)
         return result
 
     def _complete(self, pending: PendingFile) -> None:
