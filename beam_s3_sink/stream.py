@@ -205,10 +205,14 @@ class _FinishStream(beam.PTransform):
         self._finish_fn, self._init = finish_fn, init
 
     def expand(self, results: PCollection) -> PCollection:
-        at_end = beam.WindowInto(
-            GlobalWindows(), trigger=trigger.AfterWatermark(), accumulation_mode=trigger.AccumulationMode.DISCARDING
-        )
-        ends = [pcoll | f"{name}AtEnd" >> at_end for name, pcoll in (("Units", results), ("Init", self._init))]
+        ends = [  # one WindowInto each: Beam 2.78 checks a transform's type hints per instance
+            pcoll
+            | f"{name}AtEnd"
+            >> beam.WindowInto(
+                GlobalWindows(), trigger=trigger.AfterWatermark(), accumulation_mode=trigger.AccumulationMode.DISCARDING
+            )
+            for name, pcoll in (("Units", results), ("Init", self._init))
+        ]
         return (
             ends
             | "Both" >> beam.Flatten()
