@@ -4,6 +4,9 @@
 # the integration tier.
 # make unit: the unit tier and the doctests alone (no server; seconds).
 # make lint: ruff check, ruff format --check, mypy (settings in pyproject.toml).
+# make versions: the in-process tiers (doctests, tests/unit, the TestStream streams, the DirectRunner
+# and Prism contract tests) on the newest apache-beam that `pip install .` resolves and on the floor
+# that setup.py declares, each in a virtualenv of its own (.venv-beam-newest, .venv-beam-floor).
 # make runners: fetch the Flink/Spark job servers and Prism that the runner tests use, and Spark's
 # Iceberg reader (Iceberg's Spark runtime, its AWS bundle, the PostgreSQL JDBC driver, pyspark 4.1).
 
@@ -12,7 +15,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test unit lint venv postgres runners clean
+.PHONY: demo test unit lint venv postgres runners versions clean
+
+# The Beam-version tiers: the newest versions pip resolves (no constraints), and the floor.
+NEWEST       := .venv-beam-newest
+FLOOR        := .venv-beam-floor
+BEAM_FLOOR    = $(shell sed -n 's/^BEAM_FLOOR = "\(.*\)"$$/\1/p' setup.py)
+PYARROW_FLOOR = $(shell sed -n 's/^PYARROW_FLOOR = "\(.*\)"$$/\1/p' setup.py)
+VERSION_TIERS := beam_s3_sink tests/unit tests/test_streaming.py tests/test_runners.py tests/test_windows.py
+IN_PROCESS    := --runners=direct,multiprocess,portable,prism
 
 DEMO_STAMP := $(VENV)/.demo-stamp
 
@@ -29,6 +40,20 @@ $(DEMO_STAMP): setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[demo]'
+	touch $@
+
+# Made anew from scratch when setup.py changes (`make clean` forgets them): what a user's
+# `pip install .` takes today, and the oldest Beam and pyarrow setup.py allows.
+$(NEWEST)/.stamp: setup.py
+	rm -rf $(NEWEST) && $(PYTHON) -m venv $(NEWEST)
+	$(NEWEST)/bin/pip install --quiet --upgrade pip setuptools wheel
+	$(NEWEST)/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+$(FLOOR)/.stamp: setup.py
+	rm -rf $(FLOOR) && $(PYTHON) -m venv $(FLOOR)
+	$(FLOOR)/bin/pip install --quiet --upgrade pip setuptools wheel
+	$(FLOOR)/bin/pip install --quiet -e '.[test]' 'apache-beam==$(BEAM_FLOOR)' 'pyarrow==$(PYARROW_FLOOR)'
 	touch $@
 
 # PostgreSQL server binaries, for the tests that load CSV/text output with COPY ... FROM.
@@ -53,9 +78,15 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy beam_s3_sink
 
-# pytest.ini's testpaths: the package's doctests, tests/unit, then the integration tests.
+# pytest.ini's testpaths: the package's doctests, tests/unit, then the integration tests; then the
+# in-process tiers on the newest and the floor Beam (Prism's job server is the pinned one's).
 test: lint venv postgres runners
 	$(BIN)/python -m pytest
+	$(MAKE) versions
+
+versions: runners $(NEWEST)/.stamp $(FLOOR)/.stamp
+	$(NEWEST)/bin/python -m pytest -q $(IN_PROCESS) $(VERSION_TIERS)
+	$(FLOOR)/bin/python -m pytest -q $(IN_PROCESS) $(VERSION_TIERS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(NEWEST) $(FLOOR) build *.egg-info .pytest_cache

@@ -9,6 +9,11 @@ runs from a checkout and is not installed.
 from setuptools import find_packages, setup
 
 DUCKDB = "1.5.5"
+# The oldest apache-beam and pyarrow the package supports, tested by `make test` (its floor tier,
+# with the newest that pip resolves beside it): pyarrow 19 brings pa.json_() (the JSON type of
+# the formats), and Beam 2.72 is the first to allow pyarrow 19 (2.60-2.71 cap it below 19).
+BEAM_FLOOR = "2.72.0"
+PYARROW_FLOOR = "19.0.1"
 # CopyToIceberg's catalogs: pyiceberg's SQL catalog on SQLite or PostgreSQL (SQLAlchemy), REST
 # catalogs signed with SigV4 (boto3), data files through pyarrow. pyiceberg's sql-postgres extra
 # brings psycopg2-binary (postgresql+psycopg2:// URIs), but SQLAlchemy 2.1 gives postgresql://
@@ -39,8 +44,8 @@ setup(
     packages=find_packages(include=["beam_s3_sink", "beam_s3_sink.*"]),
     entry_points={"console_scripts": ["beam-s3-copy = beam_s3_sink.cli:main"]},
     install_requires=[
-        "apache-beam>=2.60",
-        "pyarrow>=14",
+        f"apache-beam>={BEAM_FLOOR}",
+        f"pyarrow>={PYARROW_FLOOR}",
         "boto3>=1.34",
     ],
     extras_require={

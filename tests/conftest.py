@@ -51,6 +51,39 @@ DISTRIBUTED_RUNNERS = ("flink", "flink-external", "spark", "prism")
 RUNNERS = sorted([*LOCAL_RUNNERS, *DISTRIBUTED_RUNNERS])
 
 
+def pytest_report_header(config) -> str:
+    """Which Beam and pyarrow this session runs (make test runs the pinned, newest and floor)."""
+    import apache_beam
+    import pyarrow
+
+    return f"apache-beam {apache_beam.__version__}, pyarrow {pyarrow.__version__}"
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--runners",
+        default=",".join(RUNNERS),
+        help="comma-separated runners to run the runner-parametrized tests on (default: all); "
+        "make test's Beam-version tiers pass direct,multiprocess,portable,prism",
+    )
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Deselect the tests parametrized with a runner that ``--runners`` leaves out."""
+    wanted = set(config.getoption("--runners").split(","))
+    unknown = wanted - set(RUNNERS)
+    if unknown:
+        raise pytest.UsageError(f"--runners: unknown runner(s) {sorted(unknown)}; known: {', '.join(RUNNERS)}")
+    kept, dropped = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        names = {params[k] for k in ("runner", "runner_name") if k in params}
+        (dropped if names - wanted else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_generate_tests(metafunc) -> None:
     """Run every test that uses S3 against the servers its module names in ``S3_SERVERS``.
 

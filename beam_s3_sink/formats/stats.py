@@ -84,7 +84,7 @@ class StatsCounter:
             except (pa.ArrowException, ValueError, OverflowError):  # e.g. a year Python cannot hold
                 self._min_max[i] = False
                 continue
-            if low is None:  # only NaN
+            if low is None or low > high:  # only NaN (pyarrow < 20 gives inf, -inf)
                 continue
             if self._min[i] is None or low < self._min[i]:
                 self._min[i] = low
