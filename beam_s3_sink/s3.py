@@ -2,16 +2,20 @@
 completed here) and :func:`call`, through which every request of the package goes, so that
 every failure reads alike (:class:`~beam_s3_sink.errors.S3RequestError`: the operation, the
 object, S3's answer and what to check). Transient failures are retried by botocore itself
-(``S3Config.retry_mode``/``max_attempts``); :class:`RetryCounter` counts those retries for the
-Beam counter ``beam_s3_sink/retries``.
+(``S3Config.retry_mode``/``max_attempts``); an answer that lacks a field S3 always sends (an
+upload id, a part's ETag, a listing's next marker: :data:`PROMISED`) is retried here as many
+times, then fails naming what was missing. :class:`RetryCounter` counts both kinds of retry for
+the Beam counter ``beam_s3_sink/retries``.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
+import time
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -27,6 +31,7 @@ __all__ = [
     "list_keys",
     "list_uploads",
     "IAM_ACTIONS",
+    "PROMISED",
 ]
 
 _log = logging.getLogger(__name__)
@@ -55,6 +60,7 @@ class RetryCounter:
         """A counter of ``client``'s retries, from now on."""
         counter = cls()
         client.meta.events.register("request-created.s3", counter._on_request_created)
+        client._beam_s3_sink_retries = counter  # call() counts its own retries of incomplete answers here
         return counter
 
     def _on_request_created(self, request: Any, operation_name: str = "?", **_: Any) -> None:
@@ -63,6 +69,11 @@ class RetryCounter:
             _log.debug("retrying S3 %s (attempt %d)", operation_name, attempt)
             with self._lock:
                 self._pending += 1
+
+    def count(self) -> None:
+        """Count one retry made outside botocore (an incomplete answer, see :func:`call`)."""
+        with self._lock:
+            self._pending += 1
 
     def drain(self) -> int:
         """The retries counted since the last call."""
@@ -140,11 +151,40 @@ def describe_error(exc: BaseException, operation: str, bucket: str, key: Optiona
     return f"{operation} on {where} failed: {type(exc).__name__}: {exc}"
 
 
+def _lacking(*fields: str) -> Callable[[Dict[str, Any]], List[str]]:
+    return lambda answer: [f for f in fields if not answer.get(f)]
+
+
+def _next_page(*markers: str) -> Callable[[Dict[str, Any]], List[str]]:
+    return lambda answer: [m for m in markers if answer.get("IsTruncated") and not answer.get(m)]
+
+
+PROMISED: Dict[str, Callable[[Dict[str, Any]], List[str]]] = {
+    "CreateMultipartUpload": _lacking("UploadId"),
+    "UploadPart": _lacking("ETag"),
+    "GetObject": _lacking("Body"),
+    "ListObjectsV2": _next_page("NextContinuationToken"),
+    "ListMultipartUploads": _next_page("NextKeyMarker", "NextUploadIdMarker"),
+}
+"""Per operation, the fields of S3's answer that the package reads and S3 always sends: a
+function of the answer that gives those it lacks. (A CreateMultipartUpload retried after an
+answer without its id may leave an upload behind: completion aborts the copy's strays.)"""
+
+
+def _attempts(client: Any) -> int:
+    retries = getattr(getattr(client, "meta", None), "config", None)
+    retries = getattr(retries, "retries", None) or {}
+    return int(retries.get("total_max_attempts") or retries.get("max_attempts") or 3)
+
+
 def call(client: Any, operation: str, bucket: str, key: Optional[str] = None, **kwargs: Any) -> Dict[str, Any]:
     """Call one S3 operation (botocore retries transient errors); raise S3RequestError on failure.
 
     Every S3 request of the package goes through here, so every failure reads alike and
     carries S3's error code and HTTP status (:class:`~beam_s3_sink.errors.S3RequestError`).
+    An answer that lacks what S3 promises (:data:`PROMISED`) is retried like a 500, with the
+    client's number of attempts and a jittered backoff, then fails with the code
+    ``IncompleteAnswer``, naming the request, the object and the missing fields.
 
     >>> _ = client.put_object(Bucket="bucket", Key="exports/_nightly-INCOMPLETE", Body=b"")
     >>> call(client, "HeadObject", "bucket", "exports/_nightly-INCOMPLETE")["ContentLength"]
@@ -155,12 +195,35 @@ def call(client: Any, operation: str, bucket: str, key: Optional[str] = None, **
     beam_s3_sink.errors.S3RequestError: S3 refused HeadObject on s3://bucket/exports/_nightly-manifest.json: 404...
     """
     method = getattr(client, _snake(operation))
-    try:
-        return method(Bucket=bucket, **({"Key": key} if key is not None else {}), **kwargs)
-    except (ClientError, BotoCoreError) as exc:
-        # A listing names the prefix it lists, so that the message points at the path.
-        where = key if key is not None else kwargs.get("Prefix")
-        raise S3RequestError(describe_error(exc, operation, bucket, where), error_code(exc), http_status(exc)) from exc
+    # A listing names the prefix it lists, so that the message points at the path.
+    where = key if key is not None else kwargs.get("Prefix")
+    promised, attempts = PROMISED.get(operation), _attempts(client)
+    for attempt in range(1, attempts + 1):
+        try:
+            answer = method(Bucket=bucket, **({"Key": key} if key is not None else {}), **kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise S3RequestError(
+                describe_error(exc, operation, bucket, where), error_code(exc), http_status(exc)
+            ) from exc
+        missing = promised(answer) if promised is not None else []
+        if not missing:
+            return answer
+        target = f"s3://{bucket}/{where}" if where is not None else f"s3://{bucket}"
+        _log.warning(
+            "S3's answer to %s on %s lacks %s (attempt %d of %d)", operation, target, missing, attempt, attempts
+        )
+        counter = getattr(client, "_beam_s3_sink_retries", None)
+        if counter is not None:
+            counter.count()
+        if attempt < attempts:
+            time.sleep(min(5.0, 0.1 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
+    raise S3RequestError(
+        f"S3's answer to {operation} on {target} lacks {' and '.join(missing)}, which S3 always sends "
+        f"(after {attempts} attempts): the store, or a proxy or gateway in front of it, answered "
+        "incompletely; check the endpoint and rerun the copy",
+        "IncompleteAnswer",
+        0,
+    )
 
 
 def read_object(client: Any, bucket: str, key: str) -> bytes:
@@ -351,7 +414,7 @@ class MultipartStream:
                 f"s3://{self.bucket}/{self.key}: the store does not support part checksums; "
                 "set ObjectSettings(checksum_algorithm=None)"
             )
-        return number, response["ETag"], checksum
+        return number, response["ETag"], checksum  # call() made sure there is one
 
     def finish(self, rows: int) -> PendingFile:
         """Upload the last part, wait for every part, and describe the pending upload."""

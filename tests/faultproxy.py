@@ -8,7 +8,8 @@
                      ├─ answer 503 SlowDown / 500 InternalError, S3's XML    (≈ rate / 3 each)
                      ├─ reset the connection before forwarding               (≈ rate / 6)
                      ├─ forward it, then reset instead of answering          (≈ rate / 6)
-                     └─ refuse one operation for good (``refuse=``), e.g. 501 NotImplemented
+                     ├─ refuse one operation for good (``refuse=``), e.g. 501 NotImplemented
+                     └─ forward it, then answer 200 without a field S3 promises (``hollow=``)
 
 For races, ``hold`` holds requests open until their partners arrive (a barrier per group,
 released when ``hold_parties`` requests of the group are in, or after ``hold_timeout``), so that
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import http.client
 import random
+import re
 import socket
 import struct
 import threading
@@ -116,6 +118,9 @@ class FaultProxy:
       hold: ``(operation, path) -> group or None``: requests of a group wait for each other.
       hold_parties, hold_timeout: how many requests release a group, and the longest wait.
       drop_headers: lower-case request header names not forwarded.
+      hollow: operation name -> (field, count): the first ``count`` answers of the operation
+        (every one, with -1) lose the XML element and the header of that name, e.g.
+        ``{"CreateMultipartUpload": ("UploadId", 2)}``; counted in ``hollowed``, not as faults.
 
     Every request's operation and headers are kept in ``seen``.
     """
@@ -134,6 +139,7 @@ class FaultProxy:
         hold_parties: int = 2,
         hold_timeout: float = 10.0,
         drop_headers: Iterable[str] = (),
+        hollow: Optional[Dict[str, Tuple[str, int]]] = None,
     ) -> None:
         parts = urlsplit(upstream)
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
@@ -153,6 +159,8 @@ class FaultProxy:
         self._groups: Dict[str, Tuple[list, threading.Event]] = {}
         self.held: Counter = Counter()  # group -> requests that waited together
         self._drop = {h.lower() for h in drop_headers}
+        self._hollow = dict(hollow or {})
+        self.hollowed: Counter = Counter()  # operation -> answers relayed without their field
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
@@ -211,6 +219,15 @@ class FaultProxy:
             self.faults[(operation, fault)] += 1
             return fault
 
+    def _hollow_field(self, operation: str) -> Optional[str]:
+        """The field to take out of this answer of ``operation``, if any (see ``hollow``)."""
+        field, count = self._hollow.get(operation, (None, 0))
+        with self._lock:
+            if field is None or (count >= 0 and self.hollowed[operation] >= count):
+                return None
+            self.hollowed[operation] += 1
+        return field
+
     def _handler_class(self):
         proxy = self
 
@@ -243,6 +260,10 @@ class FaultProxy:
                         proxy.answers.append(data)
                 if fault == "reset-after":
                     return self._reset()
+                field = proxy._hollow_field(operation) if status == 200 else None
+                if field is not None:
+                    data = re.sub(rf"<{field}>.*?</{field}>|<{field}/>".encode(), b"", data, flags=re.S)
+                    headers = [(n, v) for n, v in headers if n.lower() != field.lower()]
                 self.send_response(status)
                 length = str(len(data))
                 for name, value in headers:

@@ -100,6 +100,48 @@ def test_copy_through_faults_keeps_every_row_once(fmt, runner_name, s3_endpoint,
     assert counters["retries"] == proxy.fault_count >= 10
 
 
+@pytest.mark.parametrize("operation,field", [("CreateMultipartUpload", "UploadId"), ("UploadPart", "ETag")])
+def test_answer_without_a_promised_field_is_retried(operation, field, s3_endpoint, s3_config, s3_client, bucket):
+    """A store's odd answer (200, but no upload id or ETag) is retried like a 500: the copy lands
+    every row once."""
+    with FaultProxy(s3_endpoint, rate=0, hollow={operation: (field, 2)}) as proxy:
+        counters: dict = {}
+        result = run_copy(
+            generate=(make_row, 3000),
+            counters=counters,
+            uri=f"s3://{bucket}/odd",
+            format="csv",
+            schema=SCHEMA,
+            s3=s3_config.replace(endpoint_url=proxy.url),
+            max_file_size=16 * 1024,
+        )
+    assert proxy.hollowed[operation] == 2
+    assert_exactly_once(s3_client, bucket, "odd", result, 3000)
+    assert counters["retries"] == 2
+
+
+@pytest.mark.parametrize("operation,field", [("CreateMultipartUpload", "UploadId"), ("UploadPart", "ETag")])
+def test_answer_always_without_a_promised_field_fails_naming_it(
+    operation, field, s3_endpoint, s3_config, s3_client, bucket
+):
+    with FaultProxy(s3_endpoint, rate=0, hollow={operation: (field, -1)}) as proxy:
+        result = run_copy(
+            generate=(make_row, 3000),
+            uri=f"s3://{bucket}/odd",
+            format="csv",
+            schema=SCHEMA,
+            sink_id="odd",
+            s3=s3_config.replace(endpoint_url=proxy.url, max_attempts=2),
+            fail_on_error=False,
+        )
+    assert not result.ok
+    assert f"S3's answer to {operation} on s3://{bucket}/odd/odd-" in result.error, result.error
+    assert f"lacks {field}, which S3 always sends (after 3 attempts)" in result.error, result.error
+    assert proxy.hollowed[operation] >= 3
+    assert data_keys(s3_client, bucket, "odd") == [], "nothing of a failed copy is visible"
+    assert pending_uploads(s3_client, bucket) == [], "the failed copy aborted what it had started"
+
+
 # criterion 2: a failed completion, a rerun, an idempotent third run ---------------------------
 
 

@@ -233,3 +233,37 @@ def test_retry_counter_counts_attempts_after_the_first():
         handler(request=SimpleNamespace(context={"retries": {"attempt": attempt}}), operation_name="UploadPart")
     handler(request=SimpleNamespace(context=None))
     assert counter.drain() == 2 and counter.drain() == 0
+
+
+class _Hollow:
+    """A client whose first ``hollow`` answers to create_multipart_upload lack the upload id."""
+
+    def __init__(self, hollow: int) -> None:
+        self.meta = SimpleNamespace(config=SimpleNamespace(retries={"total_max_attempts": 3}))
+        self.hollow, self.calls = hollow, 0
+
+    def create_multipart_upload(self, **kwargs):
+        self.calls += 1
+        return {} if self.calls <= self.hollow else {"UploadId": "u1"}
+
+    def list_objects_v2(self, **kwargs):
+        self.calls += 1
+        return {"IsTruncated": True, "Contents": []}  # a next page promised, and no token for it
+
+
+def test_an_answer_without_what_s3_promises_is_retried(monkeypatch):
+    monkeypatch.setattr("beam_s3_sink.s3.time.sleep", lambda _: None)
+    client = _Hollow(hollow=2)
+    assert call(client, "CreateMultipartUpload", "b", "k")["UploadId"] == "u1" and client.calls == 3
+
+
+def test_an_answer_that_stays_incomplete_fails_naming_what_is_missing(monkeypatch):
+    monkeypatch.setattr("beam_s3_sink.s3.time.sleep", lambda _: None)
+    with pytest.raises(S3RequestError) as info:
+        call(_Hollow(hollow=3), "CreateMultipartUpload", "b", "k")
+    assert info.value.code == "IncompleteAnswer"
+    assert str(info.value).startswith(
+        "S3's answer to CreateMultipartUpload on s3://b/k lacks UploadId, which S3 always sends (after 3 attempts)"
+    )
+    with pytest.raises(S3RequestError, match=r"ListObjectsV2 on s3://b/p/ lacks NextContinuationToken"):
+        list(list_keys(_Hollow(hollow=0), "b", "p/"))
