@@ -50,7 +50,7 @@ from .results import StreamUnit
 from .s3 import call, list_keys, read_object
 from .writer import WriteSettings
 
-__all__ = ["stream_windowing", "unit_of", "commit_record"]
+__all__ = ["stream_windowing", "unit_of", "commit_record", "warn_of_job_server_timeout"]
 
 _log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -59,6 +59,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 def stream_windowing(rows: PCollection, triggering_frequency: Optional[float], transform: str) -> PCollection:
     """``rows`` windowed so that each pane the trigger fires is one unit, or an error naming
     what to change. Raised when the pipeline is built."""
+    warn_of_job_server_timeout(rows.pipeline.options, transform)
     windowing = rows.windowing
     producer = rows.producer.full_label if rows.producer is not None else str(rows)
     if windowing.accumulation_mode == trigger.AccumulationMode.ACCUMULATING:
@@ -190,6 +191,44 @@ def _pending_from_json(d: Any) -> PendingFile:
         tuple(d["part_checksums"]),
         stats_from_json(d["stats"]),
     )
+
+
+_JOB_SERVICE_RUNNERS = ("FlinkRunner", "SparkRunner", "PrismRunner")  # each starts a job service of its own
+
+
+def warn_of_job_server_timeout(options: Any, transform: str) -> bool:
+    """Log a warning (and return True) when a stream goes to a job service with Beam's default
+    ``--job_server_timeout``: ``PortableRunner`` puts that deadline (300 s) on the job's state
+    and message streams, so the launcher gives the job up after five minutes, and with LOOPBACK
+    workers the job dies with it.
+
+    >>> from apache_beam.options.pipeline_options import PipelineOptions
+    >>> warn_of_job_server_timeout(PipelineOptions(["--runner=PrismRunner"]), "CopyToS3")
+    True
+    >>> warn_of_job_server_timeout(PipelineOptions(["--runner=PrismRunner", "--job_server_timeout=86400"]), "CopyToS3")
+    False
+    """
+    from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
+
+    if options is None:
+        return False
+    portable = options.view_as(PortableOptions)
+    runner = options.view_as(StandardOptions).runner or ""
+    runner = runner if isinstance(runner, str) else type(runner).__name__
+    via_job_service = (portable.job_endpoint not in (None, "", "embed")) or runner.endswith(_JOB_SERVICE_RUNNERS)
+    default = PipelineOptions([]).view_as(PortableOptions).job_server_timeout
+    if not via_job_service or portable.job_server_timeout != default:
+        return False
+    _log.warning(
+        "%s: this stream is launched through a job service with --job_server_timeout=%s (Beam's "
+        "default): the launcher gives the job up after %s s (DEADLINE_EXCEEDED), and with LOOPBACK "
+        "workers the stream dies with it. Pass --job_server_timeout=SECONDS for as long as it runs "
+        "(e.g. 86400 for a day), or launch it detached.",
+        transform,
+        default,
+        default,
+    )
+    return True
 
 
 # --- the end of the stream --------------------------------------------------------------------

@@ -584,3 +584,26 @@ def test_options_a_stream_cannot_take_are_refused_by_name(stream, copy, option):
 )
 def test_options_a_stream_can_take_are_accepted(stream, copy):
     assert not (stream | FIXED | copy).is_bounded
+
+
+@SINKS
+@pytest.mark.parametrize(
+    "flags,warns",
+    [
+        (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], True),
+        (["--runner=PrismRunner"], True),
+        (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--job_server_timeout=86400"], False),
+        (["--runner=PortableRunner", "--job_endpoint=embed"], False),
+        ([], False),
+    ],
+    ids=["job-endpoint", "prism", "timeout-raised", "embedded", "in-process"],
+)
+def test_a_stream_through_a_job_service_with_the_default_timeout_is_warned_of(copy, flags, warns, caplog):
+    p = beam.Pipeline(options=PipelineOptions(["--streaming", *flags]))
+    rows = p | EventStream().add_elements([1]) | beam.Map(lambda i: {"id": i}).with_output_types(Dict[str, int])
+    with caplog.at_level("WARNING", logger="beam_s3_sink.stream"):
+        rows | FIXED | copy()
+    said = [r.getMessage() for r in caplog.records if "job_server_timeout" in r.getMessage()]
+    assert bool(said) == warns, said
+    if warns:
+        assert "gives the job up after 300 s" in said[0] and "--job_server_timeout=SECONDS" in said[0]
