@@ -29,7 +29,8 @@ from .completion import _CompleteFn
 from .config import S3Config, resolve_config
 from .errors import CommittedCopyError, CopyToS3Error
 from .formats import ParquetFormat
-from .keys import CopyKeys, S3Location, new_sink_id, parse_s3_uri, validate_sink_id
+from .iceberg_settings import table_data_keys, table_write_settings
+from .keys import CopyKeys, S3Location, new_sink_id, validate_sink_id
 from .layout import Layout
 from .messages import InitOutcome
 from .results import CopiedFile, CopyToResult, StreamUnit
@@ -77,7 +78,10 @@ class CopyToIceberg(beam.PTransform):
         tables under), or a catalog name pyiceberg resolves (``.pyiceberg.yaml``, environment).
       mode: ``"append"``, ``"overwrite"`` (one snapshot that replaces every data file) or
         ``"overwrite_partitions"`` (replaces the data files of the partitions the copy wrote).
-      schema, partition_by, max_file_size, sink_id, errors, fail_on_error, validate_only,
+      max_file_size: bytes per data file; default: the table's ``write.target-file-size-bytes``,
+        else 256 MiB. The table's other write properties (data path, Parquet codec and level,
+        metrics modes) are always followed (:mod:`~beam_s3_sink.iceberg_settings`).
+      schema, partition_by, sink_id, errors, fail_on_error, validate_only,
         max_open_files, upload_graph, triggering_frequency: as for :class:`~beam_s3_sink.CopyToS3`.
       s3: an :class:`S3Config` for the data files; default: made from the catalog's ``s3.*``
         properties when it has them, else the pipeline's S3Options, else boto3's chain.
@@ -90,7 +94,7 @@ class CopyToIceberg(beam.PTransform):
         mode: str = "append",
         schema: Optional[pa.Schema] = None,
         partition_by: Sequence[str] = (),
-        max_file_size: Union[int, str] = DEFAULT_MAX_FILE_SIZE,
+        max_file_size: Optional[Union[int, str]] = None,
         sink_id: Optional[str] = None,
         s3: Optional[S3Config] = None,
         errors: Optional[PCollection] = None,
@@ -115,7 +119,9 @@ class CopyToIceberg(beam.PTransform):
         self._mode = mode
         self._schema = schema
         self._layout = Layout((partition_by,) if isinstance(partition_by, str) else tuple(partition_by), True)
-        self._max_file_size = parse_size(max_file_size)
+        # None: the table's write.target-file-size-bytes decides, else DEFAULT_MAX_FILE_SIZE.
+        self._file_size_given = max_file_size is not None
+        self._max_file_size = parse_size(max_file_size) if max_file_size is not None else DEFAULT_MAX_FILE_SIZE
         if self._max_file_size < MIN_FILE_SIZE:
             raise ValueError(f"CopyToIceberg: max_file_size must be at least {MIN_FILE_SIZE} bytes")
         self._sink_id = validate_sink_id(sink_id) if sink_id is not None else new_sink_id()
@@ -152,7 +158,9 @@ class CopyToIceberg(beam.PTransform):
             "partition_by": DisplayDataItem(
                 ", ".join(self._layout.partition_by) or None, label="Partition columns"
             ).drop_if_none(),
-            "max_file_size": DisplayDataItem(self._max_file_size, label="Maximum file size (bytes)"),
+            "max_file_size": DisplayDataItem(
+                self._max_file_size if self._file_size_given else None, label="Maximum file size (bytes)"
+            ).drop_if_none(),
         }
 
     def expand(self, rows: PCollection) -> PCollection:
@@ -179,7 +187,8 @@ class CopyToIceberg(beam.PTransform):
         )
         if self._validate_only:
             return rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
-        init_fn = _TableInitFn(self._table, self._catalog, settings, stream)
+        given = self._max_file_size if self._file_size_given else None
+        init_fn = _TableInitFn(self._table, self._catalog, settings, stream, max_file_size=given)
         init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
         reports = rows | "Upload" >> _Upload(settings, graph, None, init, stream)
@@ -268,18 +277,23 @@ def _load_table(name: str, catalog: Catalog, schema: pa.Schema, layout: Layout) 
 
 
 def _data_keys(table: Any, sink_id: str) -> CopyKeys:
-    location = table.location().rstrip("/")
-    if location.startswith("s3a://") or location.startswith("s3n://"):
-        location = "s3://" + location.split("://", 1)[1]
-    return CopyKeys(parse_s3_uri(f"{location}/data"), sink_id)
+    return table_data_keys(table.location(), table.properties, sink_id)  # write.data.path, else <location>/data
 
 
 class _TableInitFn(_S3DoFn):
     """Step 1 for a table: load or create it, check it, clean up; emits one :class:`InitOutcome`."""
 
-    def __init__(self, name: str, catalog: Catalog, settings: WriteSettings, stream: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        catalog: Catalog,
+        settings: WriteSettings,
+        stream: bool = False,
+        max_file_size: Optional[int] = None,
+    ) -> None:
         super().__init__(settings.config)
         self._name, self._catalog, self._settings, self._stream = name, catalog, settings, stream
+        self._max_file_size = max_file_size  # the user's; None: the table's write.target-file-size-bytes
 
     def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
         for error in errors:
@@ -308,10 +322,13 @@ class _TableInitFn(_S3DoFn):
             return InitOutcome(done=_result_of(table, keys, done))
         warnings = abort_uploads(self._client, keys)[1]
         _delete_uncommitted(self._client, keys, table, every_snapshot=self._stream)
-        table_settings = dataclasses.replace(
-            settings, keys=keys, schema=_with_field_ids(settings.schema, file_schema(table.schema()))
+        table_settings, size_warnings = table_write_settings(
+            settings, table.location(), table.properties, self._max_file_size, MIN_FILE_SIZE
         )
-        return InitOutcome(warnings=tuple(warnings), settings=table_settings)
+        table_settings = dataclasses.replace(
+            table_settings, schema=_with_field_ids(settings.schema, file_schema(table.schema()))
+        )
+        return InitOutcome(warnings=tuple(warnings + size_warnings), settings=table_settings)
 
 
 def _check_partitions(table: Any, layout: Layout) -> None:

@@ -141,6 +141,7 @@ FORMAT_OPTIONS = {
 
 IF_EXISTS = ("error", "append", "replace")  # CopyToS3's if_exists (beam_s3_sink/if_exists.py)
 TABLE_MODES = ("append", "overwrite", "overwrite_partitions")  # CopyToIceberg's modes
+DEFAULT_FILE_SIZE = "256MB"  # --max_file_size when not given (a table's own target size first)
 # --output's own flags, which mean nothing for --table
 OUTPUT_ONLY = ("if_exists", "num_batches", "keep_partition_columns")
 MIN_ROW_GROUP_BYTES = 1024  # ParquetFormat's least row_group_size
@@ -207,9 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out.add_argument(
         "--max_file_size",
-        default="256MB",
+        default=None,
         metavar="SIZE",
-        help="bytes per data file, e.g. 64MiB or 1GB (default 256MB)",
+        help=f"bytes per data file, e.g. 64MiB or 1GB (default {DEFAULT_FILE_SIZE}; with --table, the "
+        "table's write.target-file-size-bytes when it has one)",
     )
     out.add_argument(
         "--dry-run",
@@ -377,7 +379,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
                 args.output,
                 format=_format(args),
                 schema=schema,
-                max_file_size=args.max_file_size,
+                max_file_size=args.max_file_size or DEFAULT_FILE_SIZE,
                 sink_id=args.sink_id,
                 validate_only=args.dry_run,
                 if_exists=args.if_exists or "error",
@@ -496,7 +498,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.keep_partition_columns and not args.partition_by:
         raise UsageError("--keep_partition_columns applies only with --partition_by COL[,COL...]")
     if args.row_group_bytes is not None:
-        max_file_size = parse_size(args.max_file_size)  # a bad one: ValueError, a usage error
+        max_file_size = parse_size(args.max_file_size or DEFAULT_FILE_SIZE)  # a bad one: ValueError, a usage error
         if args.row_group_bytes > max_file_size:
             raise UsageError(
                 f"--row_group_bytes {args.row_group_bytes:,} is more than --max_file_size {max_file_size:,} "
