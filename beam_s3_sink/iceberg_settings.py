@@ -107,7 +107,9 @@ def parquet_format(properties: Mapping[str, str], base: ParquetFormat) -> Parque
     name = str(properties.get(CODEC) or CODEC_DEFAULT)
     codec = _CODECS.get(name.lower())
     if codec is None:
-        raise ValueError(f"table property {CODEC}={name!r}: the copy writes uncompressed, snappy, gzip, zstd, brotli or lz4")
+        raise ValueError(
+            f"table property {CODEC}={name!r}: the copy writes uncompressed, snappy, gzip, zstd, brotli or lz4"
+        )
     level: Optional[int] = None
     text = properties.get(CODEC_LEVEL)
     if text not in (None, ""):
@@ -127,7 +129,9 @@ def _takes_level(codec: str) -> bool:
     return bool(pa.Codec.supports_compression_level(codec))
 
 
-def target_file_size(properties: Mapping[str, str], given: Optional[int], default: int, least: int) -> Tuple[int, List[str]]:
+def target_file_size(
+    properties: Mapping[str, str], given: Optional[int], default: int, least: int
+) -> Tuple[int, List[str]]:
     """The copy's file size and the warnings about it: ``given`` (the user's ``max_file_size``)
     when not None, else the table's ``write.target-file-size-bytes``, else ``default``. A
     table's size under ``least`` is raised to it, with a warning.

@@ -27,7 +27,9 @@ def _key(uri: str, bucket: str) -> str:
 
 def _codecs(s3_client, bucket: str, uri: str) -> set:
     meta = pq.ParquetFile(pa.BufferReader(get_bytes(s3_client, bucket, _key(uri, bucket)))).metadata
-    return {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+    return {
+        meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)
+    }
 
 
 def wide_row(i: int) -> dict:
