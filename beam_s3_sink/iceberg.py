@@ -29,7 +29,7 @@ from .completion import _CompleteFn
 from .config import S3Config, resolve_config
 from .errors import CommittedCopyError, CopyToS3Error
 from .formats import ParquetFormat
-from .iceberg_settings import table_data_keys, table_write_settings
+from .iceberg_settings import PUT_OBJECT_FILE_IO, s3_config_of, table_data_keys, table_write_settings
 from .keys import CopyKeys, S3Location, new_sink_id, validate_sink_id
 from .layout import Layout
 from .messages import InitOutcome
@@ -56,6 +56,7 @@ __all__ = ["CopyToIceberg", "MODES", "abort_table_copy"]
 
 _log = logging.getLogger(__name__)
 MODES = ("append", "overwrite", "overwrite_partitions")
+PY_IO_IMPL = "py-io-impl"  # pyiceberg's catalog property naming the FileIO class
 SECRET_PROPERTIES = ("secret", "token", "credential", "password")
 """Catalog properties whose names hold one of these are secrets: never shown."""
 
@@ -220,10 +221,12 @@ class Catalog:
         """The pyiceberg catalog (on the worker)."""
         from pyiceberg.catalog import load_catalog
 
+        # Table metadata written by single PutObjects (.iceberg_io), unless the catalog names a FileIO.
+        io = {} if PY_IO_IMPL in self.properties() else {PY_IO_IMPL: PUT_OBJECT_FILE_IO}
         if isinstance(self.spec, str):
-            return load_catalog(self.spec)
+            return load_catalog(self.spec, **io)
         props = dict(self.spec)
-        return load_catalog(props.pop("name", "default"), **props)
+        return load_catalog(props.pop("name", "default"), **props, **io)
 
     def properties(self) -> Dict[str, Any]:
         """The catalog's properties; for a name, as pyiceberg resolves it (``.pyiceberg.yaml``,
@@ -236,17 +239,7 @@ class Catalog:
 
     def s3_config(self) -> Optional[S3Config]:
         """An :class:`S3Config` from the catalog's ``s3.*`` properties, if it has any."""
-        props = self.properties()
-        if not any(k.startswith(("s3.", "client.")) for k in props):
-            return None
-        return S3Config(
-            endpoint_url=props.get("s3.endpoint"),
-            region_name=props.get("s3.region") or props.get("client.region"),
-            access_key_id=props.get("s3.access-key-id") or props.get("client.access-key-id"),
-            secret_access_key=props.get("s3.secret-access-key") or props.get("client.secret-access-key"),
-            session_token=props.get("s3.session-token") or props.get("client.session-token"),
-            path_style=str(props.get("s3.path-style-access", "")).lower() == "true" or None,
-        )
+        return s3_config_of(self.properties())
 
 
 def _secret(name: str) -> bool:

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
+from .config import S3Config
 from .formats import ParquetFormat
 from .keys import CopyKeys, parse_s3_uri
 from .writer import WriteSettings
@@ -38,9 +39,11 @@ __all__ = [
     "CODEC",
     "CODEC_LEVEL",
     "DATA_PATHS",
+    "PUT_OBJECT_FILE_IO",
     "TARGET_FILE_SIZE",
     "data_location",
     "parquet_format",
+    "s3_config_of",
     "table_data_keys",
     "table_write_settings",
     "target_file_size",
@@ -55,6 +58,8 @@ CODEC_DEFAULT = "zstd"
 """Iceberg's default codec (since 1.4, and pyiceberg's) for a table without the property."""
 CODEC_LEVEL = "write.parquet.compression-level"
 TARGET_FILE_SIZE = "write.target-file-size-bytes"
+PUT_OBJECT_FILE_IO = "beam_s3_sink.iceberg_io.PutObjectFileIO"
+"""``py-io-impl``: the FileIO a copy's catalog writes table metadata with (:mod:`.iceberg_io`)."""
 _CODECS = {"uncompressed": "none", "none": "none", "snappy": "snappy", "gzip": "gzip", "zstd": "zstd"}
 _CODECS.update({"brotli": "brotli", "lz4": "lz4"})
 
@@ -173,3 +178,25 @@ def table_write_settings(
     size, warnings = target_file_size(properties, max_file_size, settings.max_file_size, least)
     fmt = parquet_format(properties, settings.format)
     return dataclasses.replace(settings, keys=keys, format=fmt, max_file_size=size), warnings
+
+
+def s3_config_of(properties: Mapping[str, Any]) -> Optional[S3Config]:
+    """An :class:`S3Config` from pyiceberg's ``s3.*`` (and ``client.*``) properties, or None
+    when there are none.
+
+    >>> s3_config_of({"s3.endpoint": "http://127.0.0.1:9000", "s3.path-style-access": "true"})
+    S3Config(endpoint_url='http://127.0.0.1:9000', path_style=True)
+    >>> s3_config_of({"type": "sql"}) is None
+    True
+    """
+    props = properties
+    if not any(str(k).startswith(("s3.", "client.")) for k in props):
+        return None
+    return S3Config(
+        endpoint_url=props.get("s3.endpoint"),
+        region_name=props.get("s3.region") or props.get("client.region"),
+        access_key_id=props.get("s3.access-key-id") or props.get("client.access-key-id"),
+        secret_access_key=props.get("s3.secret-access-key") or props.get("client.secret-access-key"),
+        session_token=props.get("s3.session-token") or props.get("client.session-token"),
+        path_style=str(props.get("s3.path-style-access", "")).lower() == "true" or None,
+    )

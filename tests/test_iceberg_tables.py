@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from pyiceberg.catalog import load_catalog
 
+from faultproxy import FaultProxy
 from helpers import get_bytes, pending_uploads
 from test_iceberg import SCHEMA, make_row, run_table_copy, sqlite_catalog
 
@@ -104,3 +106,77 @@ def test_a_property_the_copy_cannot_follow_fails_before_any_upload(tmp_path, s3_
     assert not result.ok and "write.parquet.compression-codec='lzo'" in result.error, result.error
     assert pending_uploads(s3_client, bucket) == []
     assert load_catalog("default", **catalog).load_table("props.lzo").current_snapshot() is None
+
+
+# part 7: a failed commit leaves nothing pending, metadata included ----------------------------
+
+
+def _pending_under(s3_client, bucket: str, prefix: str) -> list:
+    page = s3_client.list_multipart_uploads(Bucket=bucket, Prefix=prefix)
+    return [u["Key"] for u in page.get("Uploads", ())]
+
+
+def _metadata_writes(operation: str, path: str):
+    """Every write of table metadata (a PutObject, or a multipart upload's completion) fails."""
+    if "/metadata/" in path and operation in ("PutObject", "CompleteMultipartUpload"):
+        return (403, "AccessDenied")
+    return None
+
+
+@pytest.mark.parametrize("file_io", ["default", "pyarrow"])
+def test_a_commit_whose_metadata_cannot_be_written_leaves_nothing_pending(
+    file_io, tmp_path, s3_endpoint, s3_config, s3_client, bucket
+):
+    """The package's FileIO writes each metadata object with one PutObject: a commit that
+    cannot write its metadata leaves the table unchanged and no upload pending. (pyiceberg's
+    PyArrowFileIO, for comparison, leaves its manifest's multipart upload behind.)"""
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    if file_io == "pyarrow":
+        catalog["py-io-impl"] = "pyiceberg.io.pyarrow.PyArrowFileIO"
+    kwargs = dict(table="meta.orders", schema=SCHEMA)
+    assert run_table_copy([make_row(i) for i in range(10)], tmp_path, catalog=catalog, sink_id="base", **kwargs).ok
+    table = load_catalog("default", **catalog).load_table("meta.orders")
+    before, prefix = table.current_snapshot().snapshot_id, _key(table.location(), bucket)
+    with FaultProxy(s3_endpoint, rate=0, refuse_when=_metadata_writes) as proxy:
+        faulty = dict(catalog, **{"s3.endpoint": proxy.url})
+        rows = [make_row(i) for i in range(100, 300)]
+        result = run_table_copy(rows, tmp_path, catalog=faulty, sink_id="next", fail_on_error=False, **kwargs)
+    assert not result.ok and "/metadata/" in result.error, result.error
+    assert proxy.requests["CompleteMultipartUpload"] >= 1, "the data files were completed first"
+    assert s3_config.secret_access_key not in result.error
+    table = load_catalog("default", **catalog).load_table("meta.orders")
+    assert table.current_snapshot().snapshot_id == before and table.scan().to_arrow().num_rows == 10
+    if file_io == "pyarrow":
+        assert proxy.refused["CompleteMultipartUpload"] >= 1
+        assert [k for k in _pending_under(s3_client, bucket, prefix) if "/metadata/" in k], "pyarrow leaves one"
+        return
+    assert "PutObject" in result.error and "/metadata/" in result.error and "AccessDenied" in result.error
+    assert proxy.refused["PutObject"] >= 1 and proxy.refused["CompleteMultipartUpload"] == 0
+    assert _pending_under(s3_client, bucket, prefix) == [] and pending_uploads(s3_client, bucket) == []
+    rerun = run_table_copy(rows, tmp_path, catalog=catalog, sink_id="next", **kwargs)
+    assert rerun.ok and load_catalog("default", **catalog).load_table("meta.orders").scan().to_arrow().num_rows == 210
+
+
+def test_transient_faults_on_data_and_metadata_are_ridden_through(tmp_path, s3_endpoint, s3_config, s3_client, bucket):
+    """Random faults on every request, and each metadata object's first PutObject refused
+    with a 503: botocore retries them, and every copy commits exactly once."""
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    rows = [make_row(i) for i in range(3000)]
+    first_puts: set = set()
+
+    def slow_down_once(operation: str, path: str):
+        if operation == "PutObject" and "/metadata/" in path and path not in first_puts:
+            first_puts.add(path)
+            return (503, "SlowDown")
+        return None
+
+    with FaultProxy(s3_endpoint, seed=3, rate=1 / 8, max_faults=40, refuse_when=slow_down_once) as proxy:
+        faulty = dict(catalog, **{"s3.endpoint": proxy.url})
+        kwargs = dict(table="meta.faults", catalog=faulty, schema=SCHEMA, partition_by=["day"])
+        first = run_table_copy(rows, tmp_path, sink_id="one", max_file_size="16KB", **kwargs)
+        second = run_table_copy(rows[:500], tmp_path, sink_id="two", **kwargs)
+    assert first.ok and second.ok, (first.error, second.error)
+    assert proxy.refused["PutObject"] >= 6 and proxy.fault_count >= 3, (proxy.refused, proxy.faults)
+    table = load_catalog("default", **catalog).load_table("meta.faults")
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == sorted(list(range(3000)) + list(range(500)))
+    assert len(table.snapshots()) == 2 and pending_uploads(s3_client, bucket) == []
