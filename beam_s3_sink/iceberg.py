@@ -29,6 +29,7 @@ from .completion import _CompleteFn
 from .config import S3Config, resolve_config
 from .errors import CommittedCopyError, CopyToS3Error
 from .formats import ParquetFormat
+from .iceberg_evolution import SCHEMA_EVOLUTIONS
 from .iceberg_settings import PUT_OBJECT_FILE_IO, s3_config_of, table_data_keys, table_write_settings
 from .keys import CopyKeys, S3Location, new_sink_id, validate_sink_id
 from .layout import Layout
@@ -84,6 +85,11 @@ class CopyToIceberg(beam.PTransform):
         metrics modes) are always followed (:mod:`~beam_s3_sink.iceberg_settings`).
       schema, partition_by, sink_id, errors, fail_on_error, validate_only,
         max_open_files, upload_graph, triggering_frequency: as for :class:`~beam_s3_sink.CopyToS3`.
+      schema_evolution: None (default): the copy must fit the table's schema, else it is
+        refused before any upload, naming each column and both types; ``"add_columns"``: the
+        copy's columns that the table lacks are added (optional), and the widenings Iceberg
+        allows (int to long, float to double, a wider decimal) applied, in the copy's own
+        commit (:mod:`~beam_s3_sink.iceberg_evolution`).
       s3: an :class:`S3Config` for the data files; default: made from the catalog's ``s3.*``
         properties when it has them, else the pipeline's S3Options, else boto3's chain.
     """
@@ -105,12 +111,19 @@ class CopyToIceberg(beam.PTransform):
         upload_graph: str = "auto",
         label: Optional[str] = None,
         triggering_frequency: Optional[float] = None,
+        schema_evolution: Optional[str] = None,
     ) -> None:
         super().__init__(label)
         if not isinstance(table, str) or "." not in table.strip(".") or "" in table.split("."):
             raise ValueError(f"CopyToIceberg: table must be 'namespace.table', got {table!r}")
         if mode not in MODES:
             raise ValueError(f"CopyToIceberg: mode must be one of {list(MODES)}, got {mode!r}")
+        if schema_evolution is not None and schema_evolution not in SCHEMA_EVOLUTIONS:
+            raise ValueError(
+                f"CopyToIceberg: schema_evolution must be None or one of {list(SCHEMA_EVOLUTIONS)}, "
+                f"got {schema_evolution!r}"
+            )
+        self._evolution = schema_evolution
         if not isinstance(catalog, (str, Mapping)):
             raise TypeError(
                 f"CopyToIceberg: catalog must be a name or a dict of properties, got {type(catalog).__name__}"
@@ -155,6 +168,7 @@ class CopyToIceberg(beam.PTransform):
             "table": DisplayDataItem(self._table, label="Table"),
             "catalog": DisplayDataItem(repr(self._catalog), label="Catalog"),
             "mode": DisplayDataItem(self._mode, label="Mode"),
+            "schema_evolution": DisplayDataItem(self._evolution, label="Schema evolution").drop_if_none(),
             "sink_id": DisplayDataItem(self._sink_id, label="Sink id"),
             "partition_by": DisplayDataItem(
                 ", ".join(self._layout.partition_by) or None, label="Partition columns"
@@ -189,11 +203,15 @@ class CopyToIceberg(beam.PTransform):
         if self._validate_only:
             return rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
         given = self._max_file_size if self._file_size_given else None
-        init_fn = _TableInitFn(self._table, self._catalog, settings, stream, max_file_size=given)
+        init_fn = _TableInitFn(
+            self._table, self._catalog, settings, stream, max_file_size=given, evolution=self._evolution
+        )
         init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
         reports = rows | "Upload" >> _Upload(settings, graph, None, init, stream)
-        complete_fn = _TableCompleteFn(settings, self._fail_on_error, self._table, self._catalog, self._mode, stream)
+        complete_fn = _TableCompleteFn(
+            settings, self._fail_on_error, self._table, self._catalog, self._mode, stream, evolution=self._evolution
+        )
         results = reports | "Commit" >> _Complete(complete_fn, init, stream)
         if stream:
             _ = results | "Finish" >> _FinishStream(_TableFinishFn(settings, self._table, self._catalog), init)
@@ -283,10 +301,12 @@ class _TableInitFn(_S3DoFn):
         settings: WriteSettings,
         stream: bool = False,
         max_file_size: Optional[int] = None,
+        evolution: Optional[str] = None,
     ) -> None:
         super().__init__(settings.config)
         self._name, self._catalog, self._settings, self._stream = name, catalog, settings, stream
         self._max_file_size = max_file_size  # the user's; None: the table's write.target-file-size-bytes
+        self._evolution = evolution
 
     def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
         for error in errors:
@@ -303,10 +323,15 @@ class _TableInitFn(_S3DoFn):
 
     def _initialize(self) -> InitOutcome:
         from .iceberg_commit import check_schema, committed_snapshot, file_schema
+        from .iceberg_evolution import evolved_schema
 
         settings = self._settings
         table = _load_table(self._name, self._catalog, settings.schema, settings.layout)
-        check_schema(table.schema(), settings.schema)
+        table_schema = table.schema()
+        if self._evolution is not None:  # the files get the ids the commit's evolution assigns
+            table_schema, changes = evolved_schema(table, settings.schema)
+            _log.info("copy into %s evolves its schema: %s", self._name, "; ".join(changes) or "no change")
+        check_schema(table_schema, settings.schema)
         _check_partitions(table, settings.layout)
         keys = _data_keys(table, settings.keys.sink_id)
         done = None if self._stream else committed_snapshot(table, keys.sink_id)
@@ -319,7 +344,7 @@ class _TableInitFn(_S3DoFn):
             settings, table.location(), table.properties, self._max_file_size, MIN_FILE_SIZE
         )
         table_settings = dataclasses.replace(
-            table_settings, schema=_with_field_ids(settings.schema, file_schema(table.schema()))
+            table_settings, schema=_with_field_ids(settings.schema, file_schema(table_schema))
         )
         return InitOutcome(warnings=tuple(warnings + size_warnings), settings=table_settings)
 
@@ -424,10 +449,18 @@ class _TableCompleteFn(_CompleteFn):
     TRANSFORM = "CopyToIceberg"
 
     def __init__(
-        self, settings: WriteSettings, fail_on_error: bool, name: str, catalog: Catalog, mode: str, stream: bool = False
+        self,
+        settings: WriteSettings,
+        fail_on_error: bool,
+        name: str,
+        catalog: Catalog,
+        mode: str,
+        stream: bool = False,
+        evolution: Optional[str] = None,
     ) -> None:
         super().__init__(settings, fail_on_error, stream)
         self._name, self._catalog, self._mode = name, catalog, mode
+        self._evolution = evolution
 
     def _uri(self, init: InitOutcome) -> str:
         return self._keys.location.uri if init.settings is not None else f"iceberg:{self._name}"
@@ -454,7 +487,10 @@ class _TableCompleteFn(_CompleteFn):
         ]
         try:
             table = self._catalog.load().load_table(self._name)
-            snapshot_id = commit(table, files, self._mode, keys.sink_id, unit.id if unit is not None else None)
+            evolve_to = schema if self._evolution is not None else None  # the files' schema, field ids decided at init
+            snapshot_id = commit(
+                table, files, self._mode, keys.sink_id, unit.id if unit is not None else None, schema=evolve_to
+            )
         except CopyToS3Error:
             raise
         except Exception as exc:  # the catalog's: the files are completed, so completion deletes them

@@ -58,7 +58,7 @@ class PutObjectFileIO(PyArrowFileIO):
         super().__init__(properties=dict(properties))
         self._config = s3_config_of(self.properties) or S3Config()
 
-    def new_output(self, location: str) -> OutputFile:
+    def new_output(self, location: str) -> OutputFile:  # type: ignore[override]  # not a PyArrowFile for s3://
         """An output for ``location``: one ``PutObject`` on close for ``s3://``, else pyarrow's."""
         parsed = urlparse(location)
         if parsed.scheme not in _S3_SCHEMES:

@@ -180,3 +180,72 @@ def test_transient_faults_on_data_and_metadata_are_ridden_through(tmp_path, s3_e
     table = load_catalog("default", **catalog).load_table("meta.faults")
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == sorted(list(range(3000)) + list(range(500)))
     assert len(table.snapshots()) == 2 and pending_uploads(s3_client, bucket) == []
+
+
+# part 5: schema evolution, asked for ----------------------------------------------------------
+
+WITH_NOTE = SCHEMA.append(pa.field("note", pa.string()))
+
+
+def _objects(s3_client, bucket: str, prefix: str) -> list:
+    return [o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", ())]
+
+
+def test_a_new_column_is_added_in_the_copys_own_commit_when_asked(tmp_path, s3_config, s3_client, bucket):
+    from iceberg_catalogs import read_duckdb
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    kwargs = dict(table="evolve.orders", catalog=catalog)
+    old = [make_row(i) for i in range(50)]
+    assert run_table_copy(old, tmp_path, schema=SCHEMA, sink_id="base", **kwargs).ok
+    table = load_catalog("default", **catalog).load_table("evolve.orders")
+    prefix, last_id = _key(table.location(), bucket), table.metadata.last_column_id
+    before = _objects(s3_client, bucket, prefix)
+    new = [dict(make_row(i), note=None if i % 3 == 0 else f"note {i}") for i in range(100, 160)]
+
+    refused = run_table_copy(new, tmp_path, schema=WITH_NOTE, sink_id="next", fail_on_error=False, **kwargs)
+    assert not refused.ok and "column 'note' (string) of the copy is not in the table" in refused.error
+    assert "schema_evolution='add_columns'" in refused.error
+    assert _objects(s3_client, bucket, prefix) == before and pending_uploads(s3_client, bucket) == []
+
+    result = run_table_copy(new, tmp_path, schema=WITH_NOTE, sink_id="next", schema_evolution="add_columns", **kwargs)
+    assert result.ok, result.error
+    table = load_catalog("default", **catalog).load_table("evolve.orders")
+    assert len(table.snapshots()) == 2, "one new snapshot: the columns came with the rows"
+    assert table.schema().schema_id == 1 and table.current_snapshot().schema_id == 1
+    note = table.schema().find_field("note")
+    assert note.field_id == last_id + 1 and not note.required and str(note.field_type) == "string"
+    for f in result.files:
+        footer = pq.ParquetFile(pa.BufferReader(get_bytes(s3_client, bucket, _key(f.uri, bucket)))).schema_arrow
+        assert footer.field("note").metadata[b"PARQUET:field_id"] == str(note.field_id).encode()
+    want = sorted([dict(r, note=None) for r in old] + new, key=lambda r: r["id"])
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == want
+    duck = read_duckdb(catalog, "evolve.orders").sort_by("id")
+    assert duck.column("note").to_pylist() == [r["note"] for r in want]
+    again = run_table_copy(new, tmp_path, schema=WITH_NOTE, sink_id="next", schema_evolution="add_columns", **kwargs)
+    assert again.snapshot_id == result.snapshot_id, "a rerun commits nothing"
+    more = [dict(make_row(i), note="more") for i in range(200, 210)]
+    assert run_table_copy(more, tmp_path, schema=WITH_NOTE, sink_id="more", **kwargs).ok, "the table takes it now"
+    assert load_catalog("default", **catalog).load_table("evolve.orders").schema().schema_id == 1
+
+
+def test_a_widening_is_applied_when_asked(tmp_path, s3_config, s3_client, bucket):
+    from iceberg_catalogs import read_duckdb
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    kwargs = dict(table="evolve.counts", catalog=catalog)
+    narrow = pa.schema([pa.field("id", pa.int32(), nullable=False), ("n", pa.int32()), ("x", pa.float32())])
+    wide = pa.schema([pa.field("id", pa.int32(), nullable=False), ("n", pa.int64()), ("x", pa.float64())])
+    old = [{"id": i, "n": i, "x": i / 2} for i in range(10)]
+    new = [{"id": i, "n": 2**40 + i, "x": 1e300} for i in range(10, 15)]
+    assert run_table_copy(old, tmp_path, schema=narrow, sink_id="base", **kwargs).ok
+    refused = run_table_copy(new, tmp_path, schema=wide, sink_id="wide", fail_on_error=False, **kwargs)
+    assert not refused.ok and "column 'n' is int in the table, long" in refused.error, refused.error
+    assert "column 'x' is float in the table, double" in refused.error and pending_uploads(s3_client, bucket) == []
+    result = run_table_copy(new, tmp_path, schema=wide, sink_id="wide", schema_evolution="add_columns", **kwargs)
+    assert result.ok, result.error
+    table = load_catalog("default", **catalog).load_table("evolve.counts")
+    assert [str(f.field_type) for f in table.schema().fields] == ["int", "long", "double"]
+    assert len(table.snapshots()) == 2
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == old + new
+    assert read_duckdb(catalog, "evolve.counts").sort_by("id").column("n").to_pylist() == [r["n"] for r in old + new]
