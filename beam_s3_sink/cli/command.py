@@ -265,6 +265,13 @@ def build_parser() -> argparse.ArgumentParser:
         "one, or a catalog name pyiceberg resolves; its secrets are never shown",
     )
     table.add_argument(
+        "--schema_evolution",
+        choices=("add_columns",),
+        help="with --table: add the copy's columns that the table lacks (optional columns) and "
+        "widen int to long, float to double, decimal precision, in the copy's own commit "
+        "(default: a copy that does not fit the table is refused)",
+    )
+    table.add_argument(
         "--mode",
         choices=TABLE_MODES,
         help="with --table: append (default), overwrite (replace every row) or "
@@ -394,7 +401,11 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
                 target = dataclasses.replace(target, catalog=merged, secrets=Secrets.of(merged))
                 target.secrets.install()
             # A dry run touches no catalog (as CopyToIceberg's validate_only): rows and Parquet only.
-            partition_by = (args.partition_by or ()) if args.dry_run else target.check(schema, args.partition_by)[0]
+            partition_by = (
+                (args.partition_by or ())
+                if args.dry_run
+                else target.check(schema, args.partition_by, args.schema_evolution)[0]
+            )
             s3 = flags if s3_flags_given(flags) else None if args.dry_run else target.named_s3()
             transform = CopyToIceberg(
                 target.name,
@@ -406,6 +417,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
                 sink_id=args.sink_id,
                 s3=s3,
                 validate_only=args.dry_run,
+                schema_evolution=args.schema_evolution,
             )
             if args.sink_id and not args.dry_run:
                 earlier = target.committed_copy(transform.sink_id, files=False)
@@ -458,7 +470,7 @@ def _check_destination(args: argparse.Namespace) -> Optional[TableTarget]:
         both = "not both" if args.output is not None else "one is needed"
         raise UsageError(f"give exactly one of --output s3://BUCKET/PATH and --table NS.TABLE ({both})")
     if args.table is None:
-        given = [flag for flag in ("catalog", "mode") if getattr(args, flag) is not None]
+        given = [flag for flag in ("catalog", "mode", "schema_evolution") if getattr(args, flag) is not None]
         if given:
             raise UsageError(f"--{given[0]} applies only with --table NS.TABLE")
         return None
@@ -716,6 +728,7 @@ _FLAG_SPELLINGS = (
     (re.compile(r"\bif_exists='append' or 'replace'"), "--if_exists append or replace"),
     (re.compile(r"\bif_exists='(\w+)'"), r"--if_exists \1"),
     (re.compile(r"\bkeep_partition_columns=True"), "--keep_partition_columns"),
+    (re.compile(r"\bschema_evolution='(\w+)'"), r"--schema_evolution \1"),
 )
 
 
