@@ -93,7 +93,8 @@ def table_data_keys(location: str, properties: Mapping[str, str], sink_id: str) 
         return CopyKeys(parse_s3_uri(uri), sink_id)
     except ValueError as exc:
         where = next((f"table property {n}={properties[n]!r}" for n in DATA_PATHS if properties.get(n)), None)
-        raise ValueError(f"{where or f'the table location {location!r}'}: {exc}") from None
+        reason = str(exc).replace("CopyToS3: ", "", 1)
+        raise ValueError(f"{where or f'the table location {location!r}'}: {reason}") from None
 
 
 def parquet_format(properties: Mapping[str, str], base: ParquetFormat) -> ParquetFormat:
