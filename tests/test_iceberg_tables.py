@@ -249,3 +249,46 @@ def test_a_widening_is_applied_when_asked(tmp_path, s3_config, s3_client, bucket
     assert len(table.snapshots()) == 2
     assert table.scan().to_arrow().sort_by("id").to_pylist() == old + new
     assert read_duckdb(catalog, "evolve.counts").sort_by("id").column("n").to_pylist() == [r["n"] for r in old + new]
+
+
+# string_view and large_string columns into a table ----------------------------------------------
+
+
+def test_view_and_large_strings_land_as_the_tables_strings(tmp_path, s3_config, s3_client, bucket):
+    """Iceberg has one string type: a copy of string_view (tpchgen's Parquet, Polars) and
+    large_string columns is written as the table's strings, with the table's field ids; every
+    reader reads them back, and schema evolution takes them too."""
+    from iceberg_catalogs import read_duckdb
+
+    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string_view()), ("l", pa.large_string()), ("b", pa.binary_view())])
+    batch = pa.record_batch(
+        [
+            pa.array(range(1000), pa.int64()),
+            pa.array([f"view {i}" for i in range(1000)], pa.string_view()),
+            pa.array([None if i % 9 == 0 else f"large {i}" for i in range(1000)], pa.large_string()),
+            pa.array([bytes([i % 256]) for i in range(1000)], pa.binary_view()),
+        ],
+        schema=schema,
+    )
+    result = run_table_copy([batch], tmp_path, table="views.t", catalog=catalog, schema=schema, sink_id="a")
+    assert result.ok, result.error
+    (f,) = result.files
+    footer = pq.ParquetFile(pa.BufferReader(get_bytes(s3_client, bucket, _key(f.uri, bucket)))).schema_arrow
+    assert footer.field("v").type == pa.string() and footer.field("v").metadata[b"PARQUET:field_id"] == b"2"
+    assert footer.field("b").type == pa.binary(), "stored as the table's plain types"
+    table = load_catalog("default", **catalog).load_table("views.t")
+    assert [str(c.field_type) for c in table.schema().fields] == ["long", "string", "string", "binary"]
+    want = batch.to_pylist()
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == want
+    duck = read_duckdb(catalog, "views.t").sort_by("id")
+    assert duck.column("v").to_pylist() == [r["v"] for r in want] and duck.column("l").to_pylist() == [
+        r["l"] for r in want
+    ]
+    grown = schema.append(pa.field("note", pa.string_view()))
+    more = batch.append_column("note", pa.array(["n"] * 1000, pa.string_view()))
+    evolved = run_table_copy(
+        [more], tmp_path, table="views.t", catalog=catalog, schema=grown, sink_id="b", schema_evolution="add_columns"
+    )
+    assert evolved.ok, evolved.error
+    assert load_catalog("default", **catalog).load_table("views.t").scan().to_arrow().num_rows == 2000
