@@ -29,7 +29,9 @@ from .completion import _CompleteFn
 from .config import S3Config, resolve_config
 from .errors import CommittedCopyError, CopyToS3Error
 from .formats import ParquetFormat
-from .keys import CopyKeys, S3Location, new_sink_id, parse_s3_uri, validate_sink_id
+from .iceberg_evolution import SCHEMA_EVOLUTIONS
+from .iceberg_settings import PUT_OBJECT_FILE_IO, s3_config_of, table_data_keys, table_write_settings
+from .keys import CopyKeys, S3Location, new_sink_id, validate_sink_id
 from .layout import Layout
 from .messages import InitOutcome
 from .results import CopiedFile, CopyToResult, StreamUnit
@@ -55,6 +57,7 @@ __all__ = ["CopyToIceberg", "MODES", "abort_table_copy"]
 
 _log = logging.getLogger(__name__)
 MODES = ("append", "overwrite", "overwrite_partitions")
+PY_IO_IMPL = "py-io-impl"  # pyiceberg's catalog property naming the FileIO class
 SECRET_PROPERTIES = ("secret", "token", "credential", "password")
 """Catalog properties whose names hold one of these are secrets: never shown."""
 
@@ -77,8 +80,16 @@ class CopyToIceberg(beam.PTransform):
         tables under), or a catalog name pyiceberg resolves (``.pyiceberg.yaml``, environment).
       mode: ``"append"``, ``"overwrite"`` (one snapshot that replaces every data file) or
         ``"overwrite_partitions"`` (replaces the data files of the partitions the copy wrote).
-      schema, partition_by, max_file_size, sink_id, errors, fail_on_error, validate_only,
+      max_file_size: bytes per data file; default: the table's ``write.target-file-size-bytes``,
+        else 256 MiB. The table's other write properties (data path, Parquet codec and level,
+        metrics modes) are always followed (:mod:`~beam_s3_sink.iceberg_settings`).
+      schema, partition_by, sink_id, errors, fail_on_error, validate_only,
         max_open_files, upload_graph, triggering_frequency: as for :class:`~beam_s3_sink.CopyToS3`.
+      schema_evolution: None (default): the copy must fit the table's schema, else it is
+        refused before any upload, naming each column and both types; ``"add_columns"``: the
+        copy's columns that the table lacks are added (optional), and the widenings Iceberg
+        allows (int to long, float to double, a wider decimal) applied, in the copy's own
+        commit (:mod:`~beam_s3_sink.iceberg_evolution`).
       s3: an :class:`S3Config` for the data files; default: made from the catalog's ``s3.*``
         properties when it has them, else the pipeline's S3Options, else boto3's chain.
     """
@@ -90,7 +101,7 @@ class CopyToIceberg(beam.PTransform):
         mode: str = "append",
         schema: Optional[pa.Schema] = None,
         partition_by: Sequence[str] = (),
-        max_file_size: Union[int, str] = DEFAULT_MAX_FILE_SIZE,
+        max_file_size: Optional[Union[int, str]] = None,
         sink_id: Optional[str] = None,
         s3: Optional[S3Config] = None,
         errors: Optional[PCollection] = None,
@@ -100,12 +111,19 @@ class CopyToIceberg(beam.PTransform):
         upload_graph: str = "auto",
         label: Optional[str] = None,
         triggering_frequency: Optional[float] = None,
+        schema_evolution: Optional[str] = None,
     ) -> None:
         super().__init__(label)
         if not isinstance(table, str) or "." not in table.strip(".") or "" in table.split("."):
             raise ValueError(f"CopyToIceberg: table must be 'namespace.table', got {table!r}")
         if mode not in MODES:
             raise ValueError(f"CopyToIceberg: mode must be one of {list(MODES)}, got {mode!r}")
+        if schema_evolution is not None and schema_evolution not in SCHEMA_EVOLUTIONS:
+            raise ValueError(
+                f"CopyToIceberg: schema_evolution must be None or one of {list(SCHEMA_EVOLUTIONS)}, "
+                f"got {schema_evolution!r}"
+            )
+        self._evolution = schema_evolution
         if not isinstance(catalog, (str, Mapping)):
             raise TypeError(
                 f"CopyToIceberg: catalog must be a name or a dict of properties, got {type(catalog).__name__}"
@@ -115,7 +133,9 @@ class CopyToIceberg(beam.PTransform):
         self._mode = mode
         self._schema = schema
         self._layout = Layout((partition_by,) if isinstance(partition_by, str) else tuple(partition_by), True)
-        self._max_file_size = parse_size(max_file_size)
+        # None: the table's write.target-file-size-bytes decides, else DEFAULT_MAX_FILE_SIZE.
+        self._file_size_given = max_file_size is not None
+        self._max_file_size = parse_size(max_file_size) if max_file_size is not None else DEFAULT_MAX_FILE_SIZE
         if self._max_file_size < MIN_FILE_SIZE:
             raise ValueError(f"CopyToIceberg: max_file_size must be at least {MIN_FILE_SIZE} bytes")
         self._sink_id = validate_sink_id(sink_id) if sink_id is not None else new_sink_id()
@@ -148,11 +168,14 @@ class CopyToIceberg(beam.PTransform):
             "table": DisplayDataItem(self._table, label="Table"),
             "catalog": DisplayDataItem(repr(self._catalog), label="Catalog"),
             "mode": DisplayDataItem(self._mode, label="Mode"),
+            "schema_evolution": DisplayDataItem(self._evolution, label="Schema evolution").drop_if_none(),
             "sink_id": DisplayDataItem(self._sink_id, label="Sink id"),
             "partition_by": DisplayDataItem(
                 ", ".join(self._layout.partition_by) or None, label="Partition columns"
             ).drop_if_none(),
-            "max_file_size": DisplayDataItem(self._max_file_size, label="Maximum file size (bytes)"),
+            "max_file_size": DisplayDataItem(
+                self._max_file_size if self._file_size_given else None, label="Maximum file size (bytes)"
+            ).drop_if_none(),
         }
 
     def expand(self, rows: PCollection) -> PCollection:
@@ -179,11 +202,16 @@ class CopyToIceberg(beam.PTransform):
         )
         if self._validate_only:
             return rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
-        init_fn = _TableInitFn(self._table, self._catalog, settings, stream)
+        given = self._max_file_size if self._file_size_given else None
+        init_fn = _TableInitFn(
+            self._table, self._catalog, settings, stream, max_file_size=given, evolution=self._evolution
+        )
         init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
         reports = rows | "Upload" >> _Upload(settings, graph, None, init, stream)
-        complete_fn = _TableCompleteFn(settings, self._fail_on_error, self._table, self._catalog, self._mode, stream)
+        complete_fn = _TableCompleteFn(
+            settings, self._fail_on_error, self._table, self._catalog, self._mode, stream, evolution=self._evolution
+        )
         results = reports | "Commit" >> _Complete(complete_fn, init, stream)
         if stream:
             _ = results | "Finish" >> _FinishStream(_TableFinishFn(settings, self._table, self._catalog), init)
@@ -211,10 +239,12 @@ class Catalog:
         """The pyiceberg catalog (on the worker)."""
         from pyiceberg.catalog import load_catalog
 
+        # Table metadata written by single PutObjects (.iceberg_io), unless the catalog names a FileIO.
+        io = {} if PY_IO_IMPL in self.properties() else {PY_IO_IMPL: PUT_OBJECT_FILE_IO}
         if isinstance(self.spec, str):
-            return load_catalog(self.spec)
+            return load_catalog(self.spec, **io)
         props = dict(self.spec)
-        return load_catalog(props.pop("name", "default"), **props)
+        return load_catalog(props.pop("name", "default"), **props, **io)
 
     def properties(self) -> Dict[str, Any]:
         """The catalog's properties; for a name, as pyiceberg resolves it (``.pyiceberg.yaml``,
@@ -227,17 +257,7 @@ class Catalog:
 
     def s3_config(self) -> Optional[S3Config]:
         """An :class:`S3Config` from the catalog's ``s3.*`` properties, if it has any."""
-        props = self.properties()
-        if not any(k.startswith(("s3.", "client.")) for k in props):
-            return None
-        return S3Config(
-            endpoint_url=props.get("s3.endpoint"),
-            region_name=props.get("s3.region") or props.get("client.region"),
-            access_key_id=props.get("s3.access-key-id") or props.get("client.access-key-id"),
-            secret_access_key=props.get("s3.secret-access-key") or props.get("client.secret-access-key"),
-            session_token=props.get("s3.session-token") or props.get("client.session-token"),
-            path_style=str(props.get("s3.path-style-access", "")).lower() == "true" or None,
-        )
+        return s3_config_of(self.properties())
 
 
 def _secret(name: str) -> bool:
@@ -268,18 +288,25 @@ def _load_table(name: str, catalog: Catalog, schema: pa.Schema, layout: Layout) 
 
 
 def _data_keys(table: Any, sink_id: str) -> CopyKeys:
-    location = table.location().rstrip("/")
-    if location.startswith("s3a://") or location.startswith("s3n://"):
-        location = "s3://" + location.split("://", 1)[1]
-    return CopyKeys(parse_s3_uri(f"{location}/data"), sink_id)
+    return table_data_keys(table.location(), table.properties, sink_id)  # write.data.path, else <location>/data
 
 
 class _TableInitFn(_S3DoFn):
     """Step 1 for a table: load or create it, check it, clean up; emits one :class:`InitOutcome`."""
 
-    def __init__(self, name: str, catalog: Catalog, settings: WriteSettings, stream: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        catalog: Catalog,
+        settings: WriteSettings,
+        stream: bool = False,
+        max_file_size: Optional[int] = None,
+        evolution: Optional[str] = None,
+    ) -> None:
         super().__init__(settings.config)
         self._name, self._catalog, self._settings, self._stream = name, catalog, settings, stream
+        self._max_file_size = max_file_size  # the user's; None: the table's write.target-file-size-bytes
+        self._evolution = evolution
 
     def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
         for error in errors:
@@ -296,10 +323,15 @@ class _TableInitFn(_S3DoFn):
 
     def _initialize(self) -> InitOutcome:
         from .iceberg_commit import check_schema, committed_snapshot, file_schema
+        from .iceberg_evolution import evolved_schema
 
         settings = self._settings
         table = _load_table(self._name, self._catalog, settings.schema, settings.layout)
-        check_schema(table.schema(), settings.schema)
+        table_schema = table.schema()
+        if self._evolution is not None:  # the files get the ids the commit's evolution assigns
+            table_schema, changes = evolved_schema(table, settings.schema)
+            _log.info("copy into %s evolves its schema: %s", self._name, "; ".join(changes) or "no change")
+        check_schema(table_schema, settings.schema)
         _check_partitions(table, settings.layout)
         keys = _data_keys(table, settings.keys.sink_id)
         done = None if self._stream else committed_snapshot(table, keys.sink_id)
@@ -308,10 +340,13 @@ class _TableInitFn(_S3DoFn):
             return InitOutcome(done=_result_of(table, keys, done))
         warnings = abort_uploads(self._client, keys)[1]
         _delete_uncommitted(self._client, keys, table, every_snapshot=self._stream)
-        table_settings = dataclasses.replace(
-            settings, keys=keys, schema=_with_field_ids(settings.schema, file_schema(table.schema()))
+        table_settings, size_warnings = table_write_settings(
+            settings, table.location(), table.properties, self._max_file_size, MIN_FILE_SIZE
         )
-        return InitOutcome(warnings=tuple(warnings), settings=table_settings)
+        table_settings = dataclasses.replace(
+            table_settings, schema=_with_field_ids(settings.schema, file_schema(table_schema))
+        )
+        return InitOutcome(warnings=tuple(warnings + size_warnings), settings=table_settings)
 
 
 def _check_partitions(table: Any, layout: Layout) -> None:
@@ -414,10 +449,18 @@ class _TableCompleteFn(_CompleteFn):
     TRANSFORM = "CopyToIceberg"
 
     def __init__(
-        self, settings: WriteSettings, fail_on_error: bool, name: str, catalog: Catalog, mode: str, stream: bool = False
+        self,
+        settings: WriteSettings,
+        fail_on_error: bool,
+        name: str,
+        catalog: Catalog,
+        mode: str,
+        stream: bool = False,
+        evolution: Optional[str] = None,
     ) -> None:
         super().__init__(settings, fail_on_error, stream)
         self._name, self._catalog, self._mode = name, catalog, mode
+        self._evolution = evolution
 
     def _uri(self, init: InitOutcome) -> str:
         return self._keys.location.uri if init.settings is not None else f"iceberg:{self._name}"
@@ -444,7 +487,10 @@ class _TableCompleteFn(_CompleteFn):
         ]
         try:
             table = self._catalog.load().load_table(self._name)
-            snapshot_id = commit(table, files, self._mode, keys.sink_id, unit.id if unit is not None else None)
+            evolve_to = schema if self._evolution is not None else None  # the files' schema, field ids decided at init
+            snapshot_id = commit(
+                table, files, self._mode, keys.sink_id, unit.id if unit is not None else None, schema=evolve_to
+            )
         except CopyToS3Error:
             raise
         except Exception as exc:  # the catalog's: the files are completed, so completion deletes them

@@ -176,7 +176,8 @@ def check_schema(table_schema: Schema, arrow_schema: pa.Schema) -> None:
         elif field.name not in unconvertible:
             problems.append(f"column {field.name!r} ({field.field_type}) of the table is missing from the copy")
     problems += [
-        f"column {name!r} ({arrow_type}) of the copy is not in the table" for name, (_, arrow_type) in columns.items()
+        f"column {name!r} ({arrow_type}) of the copy is not in the table (schema_evolution='add_columns' adds it)"
+        for name, (_, arrow_type) in columns.items()
     ]
     if problems:
         raise ValueError("the copy does not fit the table: " + "; ".join(problems))
@@ -263,8 +264,9 @@ def _plain_field(field: pa.Field) -> pa.Field:
 # -- files -----------------------------------------------------------------------------------
 
 
-def data_file(table: Table, f: TableFile) -> DataFile:
-    """The Iceberg ``DataFile`` of ``f`` for ``table``'s current schema and partition spec.
+def data_file(table: Table, f: TableFile, schema: Optional[Schema] = None) -> DataFile:
+    """The Iceberg ``DataFile`` of ``f`` for ``table``'s current schema (or ``schema``, the one
+    a commit that evolves the table writes with) and partition spec.
 
     Record count and size as given; per column, by field id: the null count, the value count
     (the row count, for a column not inside a list or a map) and the lower and upper bounds,
@@ -282,7 +284,7 @@ def data_file(table: Table, f: TableFile) -> DataFile:
     from pyiceberg.io.pyarrow import MetricModeTypes, compute_statistics_plan, parquet_path_to_id_mapping
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 
-    schema = table.schema()
+    schema = schema or table.schema()
     ids = parquet_path_to_id_mapping(schema)
     plan = compute_statistics_plan(schema, table.properties)
     repeated = _repeated_ids(schema)
@@ -418,8 +420,14 @@ def commit(
     sink_id: str,
     unit: Optional[str] = None,
     max_attempts: int = 5,
+    schema: Optional[pa.Schema] = None,
 ) -> int:
     """Commit one snapshot that adds exactly ``files``, and return its id.
+
+    ``schema`` (schema evolution): the Arrow schema, with field ids, that the files were
+    written in; the columns of it the table lacks are added and its widenings applied, in the
+    same commit (:func:`~beam_s3_sink.iceberg_evolution.evolve`, which raises
+    ``SchemaChangedError`` if the table's schema changed so that the files' ids no longer fit).
 
     ``mode``: ``append``, a fast append; ``overwrite``, which also removes every data file the
     table held; ``overwrite_partitions``, which also removes the data files (of the current
@@ -463,7 +471,7 @@ def commit(
         if done is not None:
             return done.snapshot_id
         try:
-            return _commit_once(table, files, mode, properties)
+            return _commit_once(table, files, mode, properties, schema)
         except (CommitFailedException, ValidationException) as e:
             last = e
             logger.warning(
@@ -482,11 +490,16 @@ def commit(
     ) from last
 
 
-def _commit_once(table: Table, files: Sequence[TableFile], mode: str, properties: Dict[str, str]) -> int:
+def _commit_once(
+    table: Table, files: Sequence[TableFile], mode: str, properties: Dict[str, str], schema: Optional[pa.Schema] = None
+) -> int:
     from pyiceberg.manifest import ManifestContent
 
-    added = [data_file(table, f) for f in files]
+    from beam_s3_sink.iceberg_evolution import evolve
+
     transaction = table.transaction()
+    evolved = evolve(transaction, schema, ".".join(table.name())) if schema is not None else None
+    added = [data_file(table, f, evolved) for f in files]
     update = transaction.update_snapshot(snapshot_properties=properties)
     producer: Any
     if mode == "append":

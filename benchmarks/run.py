@@ -159,13 +159,13 @@ def iceberg_catalog(endpoint: str, folder: str, warehouse: str) -> Dict[str, str
 
 def pyiceberg_append(catalog: Dict[str, str], name: str, table: Any) -> None:
     """pyiceberg alone: create table ``name`` from the Arrow table's schema, then one
-    ``Table.append``. The table writes Snappy, as ``CopyToIceberg`` does (pyiceberg's own
-    default is zstd), so that both encode the same Parquet."""
+    ``Table.append``. The table has no codec property: both pyiceberg and ``CopyToIceberg``
+    write Iceberg's default, zstd, so that both encode the same Parquet."""
     from pyiceberg.catalog import load_catalog
 
     loaded = load_catalog("default", **catalog)
     loaded.create_namespace(tuple(name.split(".")[:-1]))
-    created = loaded.create_table(name, schema=table.schema, properties={"write.parquet.compression-codec": "snappy"})
+    created = loaded.create_table(name, schema=table.schema)
     created.append(table)
 
 

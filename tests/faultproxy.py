@@ -113,6 +113,9 @@ class FaultProxy:
       max_faults: no more faults than this (then every request is forwarded).
       refuse: operation name -> (HTTP status, S3 error code), answered every time, e.g.
         ``{"AbortMultipartUpload": (501, "NotImplemented")}``; not counted as faults.
+      refuse_when: ``(operation, path) -> (HTTP status, S3 error code) or None``, called once
+        per request (it may keep state): refuses the requests it answers for, e.g. only the
+        PUTs under a table's ``metadata/``; counted in ``refused``, not as faults.
       lifetime: seconds after which the proxy stops by itself.
       keep_answers: keep the body of every answer relayed, in ``answers``.
       hold: ``(operation, path) -> group or None``: requests of a group wait for each other.
@@ -133,6 +136,7 @@ class FaultProxy:
         rate: float = 1 / 8,
         max_faults: int = 200,
         refuse: Optional[Dict[str, Tuple[int, str]]] = None,
+        refuse_when: Optional[Callable[[str, str], Optional[Tuple[int, str]]]] = None,
         lifetime: float = 600.0,
         keep_answers: bool = False,
         hold: Optional[Callable[[str, str], Optional[str]]] = None,
@@ -147,6 +151,8 @@ class FaultProxy:
         self._rate = rate
         self._max_faults = max_faults
         self.refuse = dict(refuse or {})
+        self._refuse_when = refuse_when
+        self.refused: Counter = Counter()  # operation -> requests refused by refuse_when
         self._lock = threading.Lock()
         self.faults: Counter = Counter()  # (operation, fault) -> count
         self.requests: Counter = Counter()  # operation -> count
@@ -207,10 +213,20 @@ class FaultProxy:
         event.wait(self._hold_timeout)
         event.set()  # a group whose partner never came opens for good after the timeout
 
-    def _decide(self, operation: str) -> Optional[str]:
+    def _refusal(self, operation: str, path: str) -> Optional[Tuple[int, str]]:
+        """What ``refuse`` or ``refuse_when`` answers to the request (called once per request)."""
+        with self._lock:
+            if operation in self.refuse:
+                return self.refuse[operation]
+            answer = self._refuse_when(operation, path) if self._refuse_when is not None else None
+            if answer is not None:
+                self.refused[operation] += 1
+            return answer
+
+    def _decide(self, operation: str, refused: bool = False) -> Optional[str]:
         with self._lock:
             self.requests[operation] += 1
-            if operation in self.refuse:
+            if refused or operation in self.refuse:
                 return "refuse"
             draw = self._random.random()
             if draw >= self._rate or self.fault_count >= self._max_faults:
@@ -245,10 +261,10 @@ class FaultProxy:
                 with proxy._lock:
                     proxy.seen.append((operation, {k.lower(): v for k, v in self.headers.items()}))
                 proxy._wait_for_partners(operation, split.path)
-                fault = proxy._decide(operation)
-                if fault == "refuse":
-                    status, code = proxy.refuse[operation]
-                    return self._error(status, code, split.path)
+                refusal = proxy._refusal(operation, split.path)
+                fault = proxy._decide(operation, refused=refusal is not None)
+                if refusal is not None:
+                    return self._error(*refusal, split.path)
                 if fault in ("503", "500"):
                     code = "SlowDown" if fault == "503" else "InternalError"
                     return self._error(int(fault), code, split.path)

@@ -873,6 +873,33 @@ def test_table_refusals_exit_2_naming_the_flag_and_a_failed_copy_leaves_the_tabl
     assert table.current_snapshot().snapshot_id == before and table.scan().to_arrow().num_rows == 50
 
 
+def test_schema_evolution_flag_adds_the_column_in_the_copys_commit(iceberg_sqlite, tmp_path):
+    """Without --schema_evolution a new column is refused (exit 2, naming the flag); with it, the
+    column is added in the copy's one commit and the old rows read it as null."""
+    from iceberg_catalogs import load
+
+    name, catalog = table_name(), catalog_file(tmp_path, iceberg_sqlite)
+    source = write_region_jsonl(tmp_path / "in.jsonl", region_rows(range(20)))
+    dest = ["--table", name, "--catalog", catalog]
+    assert table_cli("--source", source, "--schema", TABLE_SCHEMA, *dest).returncode == 0
+    more = tmp_path / "more.jsonl"
+    with open(source, encoding="utf-8") as f:
+        more.write_text("".join(json.dumps(dict(json.loads(line), note="n")) + "\n" for line in f))
+    grown = ["--source", str(more), "--schema", TABLE_SCHEMA + ",note:string", *dest]
+    refused = table_cli(*grown)
+    assert refused.returncode == 2 and "--schema_evolution add_columns" in error_line(refused), refused.stderr
+    done = table_cli(*grown, "--schema_evolution", "add_columns")
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = load(iceberg_sqlite).load_table(name)
+    assert len(table.snapshots()) == 2 and table.schema().find_field("note").optional
+    notes = table.scan().to_arrow().column("note").to_pylist()
+    assert notes.count("n") == 20 and notes.count(None) == 20
+    misplaced = table_cli(
+        "--source", source, "--schema", TABLE_SCHEMA, "--output", "s3://b/p", "--schema_evolution", "add_columns"
+    )
+    assert misplaced.returncode == 2 and "--schema_evolution applies only with --table" in error_line(misplaced)
+
+
 def test_abort_of_a_table_copy_and_a_dry_run(iceberg_sqlite, tmp_path):
     """--abort SINK_ID --table removes a crashed copy's pending uploads and uncommitted files, and
     refuses a committed copy; --dry-run checks the rows and touches no catalog."""

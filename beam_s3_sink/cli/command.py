@@ -141,6 +141,7 @@ FORMAT_OPTIONS = {
 
 IF_EXISTS = ("error", "append", "replace")  # CopyToS3's if_exists (beam_s3_sink/if_exists.py)
 TABLE_MODES = ("append", "overwrite", "overwrite_partitions")  # CopyToIceberg's modes
+DEFAULT_FILE_SIZE = "256MB"  # --max_file_size when not given (a table's own target size first)
 # --output's own flags, which mean nothing for --table
 OUTPUT_ONLY = ("if_exists", "num_batches", "keep_partition_columns")
 MIN_ROW_GROUP_BYTES = 1024  # ParquetFormat's least row_group_size
@@ -207,9 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out.add_argument(
         "--max_file_size",
-        default="256MB",
+        default=None,
         metavar="SIZE",
-        help="bytes per data file, e.g. 64MiB or 1GB (default 256MB)",
+        help=f"bytes per data file, e.g. 64MiB or 1GB (default {DEFAULT_FILE_SIZE}; with --table, the "
+        "table's write.target-file-size-bytes when it has one)",
     )
     out.add_argument(
         "--dry-run",
@@ -261,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON|@FILE|NAME",
         help="with --table: pyiceberg catalog properties as a JSON object, @FILE.json holding "
         "one, or a catalog name pyiceberg resolves; its secrets are never shown",
+    )
+    table.add_argument(
+        "--schema_evolution",
+        choices=("add_columns",),
+        help="with --table: add the copy's columns that the table lacks (optional columns) and "
+        "widen int to long, float to double, decimal precision, in the copy's own commit "
+        "(default: a copy that does not fit the table is refused)",
     )
     table.add_argument(
         "--mode",
@@ -377,7 +386,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
                 args.output,
                 format=_format(args),
                 schema=schema,
-                max_file_size=args.max_file_size,
+                max_file_size=args.max_file_size or DEFAULT_FILE_SIZE,
                 sink_id=args.sink_id,
                 validate_only=args.dry_run,
                 if_exists=args.if_exists or "error",
@@ -392,7 +401,11 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
                 target = dataclasses.replace(target, catalog=merged, secrets=Secrets.of(merged))
                 target.secrets.install()
             # A dry run touches no catalog (as CopyToIceberg's validate_only): rows and Parquet only.
-            partition_by = (args.partition_by or ()) if args.dry_run else target.check(schema, args.partition_by)[0]
+            partition_by = (
+                (args.partition_by or ())
+                if args.dry_run
+                else target.check(schema, args.partition_by, args.schema_evolution)[0]
+            )
             s3 = flags if s3_flags_given(flags) else None if args.dry_run else target.named_s3()
             transform = CopyToIceberg(
                 target.name,
@@ -404,6 +417,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
                 sink_id=args.sink_id,
                 s3=s3,
                 validate_only=args.dry_run,
+                schema_evolution=args.schema_evolution,
             )
             if args.sink_id and not args.dry_run:
                 earlier = target.committed_copy(transform.sink_id, files=False)
@@ -456,7 +470,7 @@ def _check_destination(args: argparse.Namespace) -> Optional[TableTarget]:
         both = "not both" if args.output is not None else "one is needed"
         raise UsageError(f"give exactly one of --output s3://BUCKET/PATH and --table NS.TABLE ({both})")
     if args.table is None:
-        given = [flag for flag in ("catalog", "mode") if getattr(args, flag) is not None]
+        given = [flag for flag in ("catalog", "mode", "schema_evolution") if getattr(args, flag) is not None]
         if given:
             raise UsageError(f"--{given[0]} applies only with --table NS.TABLE")
         return None
@@ -496,7 +510,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.keep_partition_columns and not args.partition_by:
         raise UsageError("--keep_partition_columns applies only with --partition_by COL[,COL...]")
     if args.row_group_bytes is not None:
-        max_file_size = parse_size(args.max_file_size)  # a bad one: ValueError, a usage error
+        max_file_size = parse_size(args.max_file_size or DEFAULT_FILE_SIZE)  # a bad one: ValueError, a usage error
         if args.row_group_bytes > max_file_size:
             raise UsageError(
                 f"--row_group_bytes {args.row_group_bytes:,} is more than --max_file_size {max_file_size:,} "
@@ -714,6 +728,7 @@ _FLAG_SPELLINGS = (
     (re.compile(r"\bif_exists='append' or 'replace'"), "--if_exists append or replace"),
     (re.compile(r"\bif_exists='(\w+)'"), r"--if_exists \1"),
     (re.compile(r"\bkeep_partition_columns=True"), "--keep_partition_columns"),
+    (re.compile(r"\bschema_evolution='(\w+)'"), r"--schema_evolution \1"),
 )
 
 

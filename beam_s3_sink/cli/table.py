@@ -305,12 +305,16 @@ class TableTarget:
                 self.secrets.mask(f"--table {self.name}: the {describe_catalog(self.catalog)} fails: {_reason(exc)}")
             ) from None
 
-    def check(self, schema: pa.Schema, partition_by: Optional[Sequence[str]]) -> Tuple[Tuple[str, ...], bool]:
+    def check(
+        self, schema: pa.Schema, partition_by: Optional[Sequence[str]], evolution: Optional[str] = None
+    ) -> Tuple[Tuple[str, ...], bool]:
         """Check, before anything is written, that the copy fits: the catalog loads, and an
-        existing table accepts ``schema`` (CopyToIceberg's own check) with identity partitions
-        on ``partition_by`` exactly. Returns (the partition columns: ``partition_by``, or the
-        existing table's when None; whether the table exists). ValueError naming the flag."""
+        existing table accepts ``schema`` (CopyToIceberg's own check; with ``evolution``, once
+        evolved) with identity partitions on ``partition_by`` exactly. Returns (the partition
+        columns: ``partition_by``, or the existing table's when None; whether the table
+        exists). ValueError naming the flag."""
         from beam_s3_sink.iceberg_commit import check_schema, iceberg_schema
+        from beam_s3_sink.iceberg_evolution import evolved_schema
 
         table = self.load_table()
         if table is None:
@@ -320,7 +324,7 @@ class TableTarget:
                 raise ValueError(f"--table {self.name}: {exc}") from None
             return tuple(partition_by or ()), False
         try:
-            check_schema(table.schema(), schema)
+            check_schema(evolved_schema(table, schema)[0] if evolution else table.schema(), schema)
         except ValueError as exc:
             raise ValueError(f"--table {self.name}: {exc}") from None
         columns = _identity_columns(table)
