@@ -143,7 +143,9 @@ class Layout:
             except (ValueError, OverflowError) as exc:  # e.g. a date Python's datetime cannot hold
                 raise RowError(f"a partition value has no directory name: {exc}") from None
             columns = [part.column(name) for name in file_schema.names]
-            out.append(Part(self.directory(values, schema), (), pa.RecordBatch.from_arrays(columns, schema=file_schema)))
+            out.append(
+                Part(self.directory(values, schema), (), pa.RecordBatch.from_arrays(columns, schema=file_schema))
+            )
         return out
 
     def values(self, key: str) -> Tuple[Tuple[str, Optional[str]], ...]:

@@ -20,7 +20,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.transforms import DayTransform
+from pyiceberg.transforms import BucketTransform, DayTransform
 from pyiceberg.types import LongType, NestedField, TimestampType
 
 from beam_s3_sink.formats.stats import parquet_footer_stats
@@ -315,15 +315,20 @@ def test_partition_values_plain_or_python(catalog):
     as_text = TableFile(f.uri, f.rows, f.bytes, f.stats, (("day", "2024-01-02"), ("region", "eu"), ("n", 7)))
     assert data_file(table, f).partition == data_file(table, as_text).partition
     assert list(data_file(table, f).partition) == ["eu", 7, (D2 - datetime.date(1970, 1, 1)).days]
-    with pytest.raises(ValueError, match="no value for partition column 'day'"):
+    with pytest.raises(ValueError, match="no value for partition field 'day' \\(day; given: \\['n', 'region'\\]\\)"):
         data_file(table, TableFile(f.uri, 1, 1, (), (("region", "eu"), ("n", 7))))
 
 
-def test_a_non_identity_partition_is_refused(catalog):
+def test_a_transform_partition_is_typed_as_its_result(catalog):
     schema = Schema(NestedField(1, "ts", TimestampType()), NestedField(2, "v", LongType()))
-    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=DayTransform(), name="ts_day"))
+    spec = PartitionSpec(
+        PartitionField(source_id=1, field_id=1000, transform=DayTransform(), name="ts_day"),
+        PartitionField(source_id=2, field_id=1001, transform=BucketTransform(8), name="v_bucket"),
+    )
     table = catalog.create_table("ns.days", schema=schema, partition_spec=spec)
-    with pytest.raises(ValueError, match="partition field 'ts_day' is day\\(ts\\)"):
+    f = TableFile("file:///x.parquet", 1, 1, (), (("ts_day", "2024-01-02"), ("v_bucket", 3)))
+    assert list(data_file(table, f).partition) == [(D2 - datetime.date(1970, 1, 1)).days, 3]
+    with pytest.raises(ValueError, match="no value for partition field 'ts_day' \\(day\\(ts\\); given: \\['ts'\\]\\)"):
         data_file(table, TableFile("file:///x.parquet", 1, 1, (), (("ts", datetime.datetime(2024, 1, 1)),)))
 
 
