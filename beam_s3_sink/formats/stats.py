@@ -147,7 +147,7 @@ def nan_counts(data: Union[pa.Table, pa.RecordBatch]) -> Dict[str, int]:
     """The NaNs of each float and double leaf column of ``data``, by its Parquet path (``"f"``,
     ``"s.x"``, ``"xs.list.element"``; map values are not counted).
 
-    >>> nan_counts(pa.table({"f": [1.0, float("nan"), None], "xs": [[float("nan")], []], "n": [1, 2, 3]}))
+    >>> nan_counts(pa.table({"f": [1.0, float("nan"), None], "xs": [[float("nan")], [], None], "n": [1, 2, 3]}))
     {'f': 1, 'xs.list.element': 1}
     """
     out: Dict[str, int] = {}
