@@ -330,6 +330,8 @@ def test_failure_race_and_mismatch_on_every_catalog(iceberg_catalog, tmp_path):
 
 
 def test_int_and_bool_partitions_and_a_table_partitioned_otherwise(tmp_path, s3_config, s3_client, bucket):
+    """A copy without partition_by writes with the table's spec; one whose partition_by
+    disagrees is refused before any upload, naming both."""
     from pyiceberg.catalog import load_catalog
 
     catalog = sqlite_catalog(tmp_path, s3_config, bucket)
@@ -342,9 +344,12 @@ def test_int_and_bool_partitions_and_a_table_partitioned_otherwise(tmp_path, s3_
     assert sorted(table.scan(row_filter="bucket = 2 AND flag = true").to_arrow().column("id").to_pylist()) == [
         i for i in range(60) if i % 3 == 2 and i % 2 == 0
     ]
-    unpartitioned = run_table_copy(rows, tmp_path, sink_id="two", fail_on_error=False, **kwargs)
-    assert not unpartitioned.ok and "partition_by=['bucket', 'flag']" in unpartitioned.error
-    assert unpartitioned.uri == "iceberg:parts.mixed" and pending_uploads(s3_client, bucket) == []
+    more = [{**r, "id": r["id"] + 100} for r in rows[:12]]
+    table_spec = run_table_copy(more, tmp_path, sink_id="two", **kwargs)  # no partition_by: the table's
+    assert table_spec.ok and len(table_spec.files) == 6, table_spec.error
+    assert {f.partition for f in table_spec.files} == {
+        (("bucket", b), ("flag", f)) for b in range(3) for f in (True, False)
+    }
     other = run_table_copy(
         rows,
         tmp_path,
@@ -354,7 +359,12 @@ def test_int_and_bool_partitions_and_a_table_partitioned_otherwise(tmp_path, s3_
         fail_on_error=False,
         **kwargs,
     )
-    assert not other.ok and "partitioned by identity(bucket), identity(flag)" in other.error, other.error
-    assert load_catalog("default", **catalog).load_table("parts.mixed").scan().to_arrow().num_rows == 60
+    assert not other.ok and other.uri == "iceberg:parts.mixed"
+    assert (
+        "the table is partitioned by bucket, flag, the copy by partition_by=['flag']: pass "
+        "partition_by=['bucket', 'flag'] or leave it out" in other.error
+    ), other.error
+    assert pending_uploads(s3_client, bucket) == []
+    assert load_catalog("default", **catalog).load_table("parts.mixed").scan().to_arrow().num_rows == 72
     with pytest.raises(Exception, match="CopyToIceberg to iceberg:parts.mixed .sink_id .four.. failed"):
-        run_table_copy(rows, tmp_path, sink_id="four", **kwargs)
+        run_table_copy(rows, tmp_path, sink_id="four", partition_by=["bucket(3, id)"], **kwargs)

@@ -234,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="COL[,COL...]",
         help="write Hive-style directories PATH/COL=VALUE/... (integer, string, bool or date "
         "columns); the columns are left out of the files unless --keep_partition_columns. With "
-        "--table: the table's identity partitions (default: an existing table's own)",
+        "--table: a new table's identity partitions (an existing table is written with its own "
+        "partition spec, whatever its transforms; --partition_by must then name it)",
     )
     out.add_argument(
         "--keep_partition_columns",
