@@ -330,12 +330,19 @@ def read_spark(spark_or_factory: Any, catalog: Catalogish, table: str, name: Opt
         raise RuntimeError(_mask(f"Spark's read of {ident} failed: {exc}", conf)) from None
 
 
-def spark_sql(spark: "SparkIceberg", catalog: Catalogish, *statements: str, name: Optional[str] = None) -> pa.Table:
+def spark_sql(
+    spark: "SparkIceberg",
+    catalog: Catalogish,
+    *statements: str,
+    name: Optional[str] = None,
+    conf: Optional[Mapping[str, str]] = None,
+) -> pa.Table:
     """Run ``statements`` in order in one new Spark session with the catalog (as
-    :func:`read_spark` has it; ``{catalog}`` in a statement is its quoted name), and return the
-    last statement's rows as Arrow (an empty table for DDL)."""
+    :func:`read_spark` has it; ``{catalog}`` in a statement is its quoted name) and ``conf``
+    set on it too, and return the last statement's rows as Arrow (an empty table for DDL)."""
     props, name = _props_and_name(catalog, name)
-    return spark.sql(spark_catalog_conf(props, name), [s.replace("{catalog}", f"`{name}`") for s in statements])
+    settings = {**spark_catalog_conf(props, name), **(conf or {})}
+    return spark.sql(settings, [s.replace("{catalog}", f"`{name}`") for s in statements])
 
 
 class SparkSetupError(RuntimeError):
