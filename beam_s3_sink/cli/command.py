@@ -301,8 +301,9 @@ def _positive_int(text: str) -> int:
 
 
 def _columns(text: str) -> Tuple[str, ...]:
-    """``--partition_by``: a comma list of column names, none empty or repeated."""
-    names = tuple(name.strip() for name in text.split(","))
+    """``--partition_by``: a comma list of column names (with ``--table``, also transforms such
+    as ``day(ts)`` or ``bucket(16, id)``, whose commas do not separate), none empty or repeated."""
+    names = tuple(name.strip() for name in re.split(r",(?![^()]*\))", text))
     if not all(names):
         raise argparse.ArgumentTypeError(f"{text!r} has an empty column name; write COL[,COL...]")
     repeated = sorted({name for name in names if names.count(name) > 1})
@@ -370,7 +371,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         source = parse_source(args.source, args.source_format)
         _check_flags(args)
         schema = plan_source(source, schema)
-        _check_partition_columns(args.partition_by or (), schema)
+        _check_partition_columns(args.partition_by or (), schema, table=target is not None)
         options = PipelineOptions(pipeline_args)
         transform: Union[CopyToS3, CopyToIceberg]
         if target is None:
@@ -505,8 +506,16 @@ def _check_flags(args: argparse.Namespace) -> None:
             )
 
 
-def _check_partition_columns(columns: Sequence[str], schema: pa.Schema) -> None:
-    """Every ``--partition_by`` column is one of the source's (CopyToS3 checks their types)."""
+def _check_partition_columns(columns: Sequence[str], schema: pa.Schema, table: bool = False) -> None:
+    """Every ``--partition_by`` column is one of the source's (CopyToS3 checks their types);
+    for a table, the column of each transform (``day(ts)``: ``ts``)."""
+    if table:
+        from beam_s3_sink.table_layout import parse_partition_by
+
+        try:
+            columns = [e.column for e in parse_partition_by(columns)]
+        except ValueError as exc:
+            raise UsageError(f"--partition_by: {exc}") from None
     missing = [name for name in columns if name not in schema.names]
     if missing:
         which = f"column {missing[0]!r} is" if len(missing) == 1 else f"columns {', '.join(map(repr, missing))} are"
