@@ -115,7 +115,7 @@ clean-up: {PROG} --abort SINK_ID --output s3://BUCKET/PATH [--force] removes wha
 
 Iceberg table: --table NS.TABLE --catalog CATALOG instead of --output copies into an Apache
   Iceberg table with CopyToIceberg, as one snapshot (Parquet files; a missing table is created,
-  identity-partitioned on --partition_by), e.g.
+  partitioned by --partition_by), e.g.
   {PROG} --source 'data/orders-*.csv' --table sales.orders --catalog @catalog.json
   CATALOG is a JSON object of pyiceberg catalog properties ('{{"type": "sql", "uri":
   "sqlite:///catalog.db", "warehouse": "s3://my-bucket/warehouse"}}'), @FILE.json holding one,
@@ -234,8 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="COL[,COL...]",
         help="write Hive-style directories PATH/COL=VALUE/... (integer, string, bool or date "
         "columns); the columns are left out of the files unless --keep_partition_columns. With "
-        "--table: a new table's identity partitions (an existing table is written with its own "
-        "partition spec, whatever its transforms; --partition_by must then name it)",
+        "--table: a new table's partitions, columns or transforms such as day(ts) or bucket(16, id) "
+        "(an existing table is written with its own partition spec, which --partition_by must "
+        "then name)",
     )
     out.add_argument(
         "--keep_partition_columns",
