@@ -155,16 +155,21 @@ def test_bad_arguments_fail_when_the_pipeline_is_built_and_secrets_never_show(tm
 
 
 def test_the_contract_on_every_runner(runner, tmp_path, s3_config, s3_client, bucket):
-    """One snapshot with every row once, partitioned; a rerun commits nothing."""
+    """One snapshot with every row once, partitioned by identity and a transform (pyiceberg's,
+    on the runner's workers); a rerun commits nothing."""
     from pyiceberg.catalog import load_catalog
+    from pyiceberg.expressions import EqualTo
 
     catalog = sqlite_catalog(tmp_path, s3_config, bucket)
     rows = [make_row(i) for i in range(3000)]
-    kwargs = dict(table="runs.orders", catalog=catalog, schema=SCHEMA, partition_by=["day"], sink_id="run")
+    partition_by = ["day", "bucket(4, id)"]
+    kwargs = dict(table="runs.orders", catalog=catalog, schema=SCHEMA, partition_by=partition_by, sink_id="run")
     first = run_table_copy(rows, tmp_path, args=runner, **kwargs)
     assert first.ok and first.rows == 3000, first.error
+    assert len({f.partition for f in first.files}) == 12  # 3 days, 4 buckets
     table = load_catalog("default", **catalog).load_table("runs.orders")
     assert len(table.snapshots()) == 1
+    assert sum(table.scan(row_filter=EqualTo("id", 7)).to_arrow().column("id").to_pylist()) == 7
     read = table.scan().to_arrow().sort_by("id").to_pylist()
     assert read == sorted(rows, key=lambda r: r["id"])
     again = run_table_copy(rows, tmp_path, args=runner, **kwargs)
