@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Any, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, List, Mapping, NamedTuple, Optional, Protocol, Tuple
 from urllib.parse import unquote
 
 import numpy as np
@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from .batches import split_runs
 from .errors import RowError
 
-__all__ = ["Layout", "Part", "escape_path_name", "partition_codes", "DEFAULT_PARTITION"]
+__all__ = ["Layout", "Part", "Partitioning", "escape_path_name", "partition_codes", "DEFAULT_PARTITION"]
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^") | frozenset(chr(c) for c in range(0x20))
@@ -47,6 +47,22 @@ class Part(NamedTuple):
     directory: str  # the partition's ``col=value/...`` path under the data prefix ("" without partitions)
     partition: Tuple[Tuple[str, Any], ...]  # a table's partition record, JSON-ready, by field name; () for Hive
     rows: pa.RecordBatch  # in the file schema
+
+
+class Partitioning(Protocol):
+    """What the writer routes rows by: :class:`Layout` (Hive directories, for ``CopyToS3``) or
+    a table's :class:`~beam_s3_sink.table_layout.TableLayout`."""
+
+    @property
+    def partition_by(self) -> Tuple[str, ...]:
+        """The partition (source) columns; empty: no partitions."""
+        ...
+
+    def check(self, schema: pa.Schema) -> None: ...
+
+    def file_schema(self, schema: pa.Schema) -> pa.Schema: ...
+
+    def split(self, batch: pa.RecordBatch, schema: pa.Schema) -> List[Part]: ...
 
 
 def partition_codes(columns: List[pa.Array]) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Writing record batches into pending data files: :class:`FileWriter` and its :class:`WriteSettings`.
 
-A writer keeps one sequence of files per partition directory (one without ``partition_by``),
+A writer keeps one sequence of files per partition (its layout routes the rows; one without),
 closes a file at ``max_file_size`` and opens the next, and keeps memory bounded: at most
 ``max_open_files`` files open (opening one more first finishes the largest), and with
 partitions at most ``max_open_files`` batches' worth of rows waiting for their directory's
@@ -27,7 +27,7 @@ from .config import S3Config
 from .errors import EncodeError
 from .formats.base import ENCODE_ERRORS, FileEncoder, Format
 from .keys import CopyKeys
-from .layout import Layout, Part
+from .layout import Layout, Part, Partitioning
 from .messages import PendingFile, UploadReport
 from .s3 import MultipartStream, PartBuffers
 
@@ -56,7 +56,7 @@ class WriteSettings:
     format: Format
     schema: pa.Schema
     max_file_size: int
-    layout: Any = Layout()  # a Layout (Hive directories), or a table's TableLayout (.table_layout)
+    layout: Partitioning = Layout()  # Hive directories, or a table's TableLayout (.table_layout)
     max_open_files: int = DEFAULT_MAX_OPEN_FILES
 
     def __post_init__(self) -> None:
