@@ -21,6 +21,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
+from urllib.parse import quote_plus
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -234,12 +235,14 @@ class TableLayout:
             types.append(field.transform.result_type(source))
         if check or not batch.num_rows:
             return []
-        from pyiceberg.typedef import Record
-
         out = []
         for first, rows in split_runs(batch, partition_codes(transformed)):
             values = [_internal(t, a[first].as_py()) for t, a in zip(types, transformed)]
-            directory = spec.partition_to_path(Record(*values), iceberg)
+            # PartitionSpec.partition_to_path, without its partition type made again per call
+            directory = "/".join(
+                f"{quote_plus(f.name, safe='')}={quote_plus(f.transform.to_human_string(t, v), safe='')}"
+                for f, t, v in zip(spec.fields, types, values)
+            )
             partition = tuple((f.name, partition_json(t, v)) for f, t, v in zip(spec.fields, types, values))
             out.append(Part(directory, partition, rows))
         return out
