@@ -245,6 +245,29 @@ def test_empty_string_partition_values_are_not_null(tmp_path, iceberg_postgres, 
     check_every_reader(spark_iceberg, catalog, name, rows)
 
 
+def test_transform_partitions_on_the_rest_catalog(tmp_path, iceberg_rest, spark_iceberg):
+    """SeaweedFS's S3 Tables catalog takes Iceberg's partition paths (``p=null``, escaped
+    values) under a table's data/, and every reader reads the rows back. It refuses a key with
+    an empty segment value (``p=``, Iceberg's path of ``""``; Spark's own INSERT of ``''``
+    fails there the same way): that copy fails cleanly, naming the key, and leaves the table
+    as it was."""
+    catalog = iceberg_rest
+    name = f"rest_{uuid.uuid4().hex[:8]}.t"
+    rows = [dict(r, p="a/b c=d%") if r["p"] == "" else r for r in APPENDED[:30]]
+    kwargs = dict(table=name, catalog=catalog_arg(catalog), schema=SCHEMA, partition_by=["p", "day(ts)"])
+    (result,) = run_copies(tmp_path, {"c": (rows, dict(kwargs, sink_id="c"))}).values()
+    assert result.ok, result.error
+    assert any("/data/p=a%2Fb+c%3Dd%25/ts_day=" in f.uri for f in result.files), [f.uri for f in result.files]
+    assert any("/data/p=null/ts_day=" in f.uri for f in result.files)
+    check_every_reader(spark_iceberg, catalog, name, rows)
+
+    empty = [dict(APPENDED[0], id=500, p="")]
+    (refused,) = run_copies(tmp_path, {"e": (empty, dict(kwargs, sink_id="e", fail_on_error=False))}).values()
+    assert not refused.ok and "AccessDenied" in refused.error and "/data/p=/ts_day=" in refused.error, refused.error
+    assert load(catalog).load_table(name).current_snapshot().snapshot_id == result.snapshot_id
+    assert as_rows(read_pyiceberg(catalog, name)) == sorted(rows, key=lambda r: r["id"])
+
+
 # -- tables Spark made -------------------------------------------------------------------------
 
 SPARK_TABLES = {
