@@ -182,7 +182,8 @@ class _CompleteFn(_S3DoFn):
             with ThreadPoolExecutor(self._config.max_concurrency) as pool:
                 list(pool.map(self._complete, files))
         copied = sorted(
-            (CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes, f.stats) for f in files), key=lambda f: f.uri
+            (CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes, f.stats, f.partition) for f in files),
+            key=lambda f: f.uri,
         )
         warnings = list(init.warnings)
         if unit is None:

@@ -1,11 +1,13 @@
 """``CopyToIceberg``: the same three steps as ``CopyToS3``, into an Apache Iceberg table.
 
 Initialization loads the catalog (pyiceberg), creates a missing table from the copy's schema
-(identity partitions on ``partition_by``) or checks that the existing one accepts it, reports
+(partitioned by ``partition_by``: columns and transforms) or checks that the existing one
+accepts it (its current partition spec is the copy's, see :mod:`.table_layout`), reports
 an earlier snapshot of this sink id again (a rerun commits nothing), removes what a crashed run
 of this sink id left under the table's ``data/`` (pending uploads; files it completed but never
 committed), and hands the upload step the table's write settings (its location, its schema with
-Iceberg field ids). Parquet files are uploaded as for ``CopyToS3`` and not completed; completion
+Iceberg field ids, its partition spec as a :class:`~.table_layout.TableLayout`). Parquet files
+are uploaded as for ``CopyToS3`` and not completed; completion
 completes them and commits exactly one snapshot that adds them (:mod:`.iceberg_commit`), with
 the sink id in its summary. A copy that fails leaves the table's current snapshot unchanged.
 A stream (:mod:`.stream`) commits one snapshot per unit, the unit's id beside the sink id in
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 import apache_beam as beam
 import pyarrow as pa
@@ -32,12 +34,12 @@ from .formats import ParquetFormat
 from .iceberg_evolution import SCHEMA_EVOLUTIONS
 from .iceberg_settings import PUT_OBJECT_FILE_IO, s3_config_of, table_data_keys, table_write_settings
 from .keys import CopyKeys, S3Location, new_sink_id, validate_sink_id
-from .layout import Layout
 from .messages import InitOutcome
 from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call, list_keys
 from .schema import resolve_schema
 from .stream import _FinishStream, _FinishStreamFn, stream_windowing
+from .table_layout import PartitionExpression, TableLayout, parse_partition_by, table_layout_for
 from .transform import (
     DEFAULT_MAX_FILE_SIZE,
     MIN_FILE_SIZE,
@@ -83,7 +85,11 @@ class CopyToIceberg(beam.PTransform):
       max_file_size: bytes per data file; default: the table's ``write.target-file-size-bytes``,
         else 256 MiB. The table's other write properties (data path, Parquet codec and level,
         metrics modes) are always followed (:mod:`~beam_s3_sink.iceberg_settings`).
-      schema, partition_by, sink_id, errors, fail_on_error, validate_only,
+      partition_by: only to create a missing table (an existing one is written with its current
+        partition spec, which ``partition_by``, when given, must name): column names (identity)
+        and transforms, ``"day(ts)"`` (or ``days``; ``year``, ``month``, ``hour``),
+        ``"bucket(16, id)"``, ``"truncate(4, name)"``.
+      schema, sink_id, errors, fail_on_error, validate_only,
         max_open_files, upload_graph, triggering_frequency: as for :class:`~beam_s3_sink.CopyToS3`.
       schema_evolution: None (default): the copy must fit the table's schema, else it is
         refused before any upload, naming each column and both types; ``"add_columns"``: the
@@ -132,7 +138,7 @@ class CopyToIceberg(beam.PTransform):
         self._catalog = Catalog(catalog if isinstance(catalog, str) else tuple(sorted(catalog.items())))
         self._mode = mode
         self._schema = schema
-        self._layout = Layout((partition_by,) if isinstance(partition_by, str) else tuple(partition_by), True)
+        self._partition_by = parse_partition_by((partition_by,) if isinstance(partition_by, str) else partition_by)
         # None: the table's write.target-file-size-bytes decides, else DEFAULT_MAX_FILE_SIZE.
         self._file_size_given = max_file_size is not None
         self._max_file_size = parse_size(max_file_size) if max_file_size is not None else DEFAULT_MAX_FILE_SIZE
@@ -171,7 +177,7 @@ class CopyToIceberg(beam.PTransform):
             "schema_evolution": DisplayDataItem(self._evolution, label="Schema evolution").drop_if_none(),
             "sink_id": DisplayDataItem(self._sink_id, label="Sink id"),
             "partition_by": DisplayDataItem(
-                ", ".join(self._layout.partition_by) or None, label="Partition columns"
+                ", ".join(str(e) for e in self._partition_by) or None, label="Partition columns"
             ).drop_if_none(),
             "max_file_size": DisplayDataItem(
                 self._max_file_size if self._file_size_given else None, label="Maximum file size (bytes)"
@@ -193,18 +199,22 @@ class CopyToIceberg(beam.PTransform):
         schema = resolve_schema(self._schema, rows.element_type)
         fmt = ParquetFormat(types="exact")
         fmt.check_schema(schema)
-        self._layout.check(schema)
+        layout = _requested_layout(schema, self._partition_by)
         config = self._s3 or self._catalog.s3_config() or resolve_config(None, rows.pipeline.options)
         # Where the files go is the table's, known once initialization has loaded it.
         placeholder = CopyKeys(S3Location("iceberg-table", self._table.replace(".", "/")), self._sink_id)
-        settings = WriteSettings(
-            placeholder, config, fmt, schema, self._max_file_size, self._layout, self._max_open_files
-        )
+        settings = WriteSettings(placeholder, config, fmt, schema, self._max_file_size, layout, self._max_open_files)
         if self._validate_only:
             return rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
         given = self._max_file_size if self._file_size_given else None
         init_fn = _TableInitFn(
-            self._table, self._catalog, settings, stream, max_file_size=given, evolution=self._evolution
+            self._table,
+            self._catalog,
+            settings,
+            stream,
+            self._partition_by,
+            max_file_size=given,
+            evolution=self._evolution,
         )
         init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
@@ -264,7 +274,21 @@ def _secret(name: str) -> bool:
     return any(word in name.lower() for word in SECRET_PROPERTIES)
 
 
-def _load_table(name: str, catalog: Catalog, schema: pa.Schema, layout: Layout) -> Any:
+def _requested_layout(schema: pa.Schema, partition_by: Sequence[PartitionExpression]) -> TableLayout:
+    """The layout ``partition_by`` asks for (what a missing table is created with), checked
+    when the pipeline is built: ValueError naming the expression and the problem."""
+    from .iceberg_commit import iceberg_schema
+
+    try:
+        table_schema, spec = iceberg_schema(schema, [str(e) for e in partition_by])
+    except ValueError as exc:
+        raise ValueError(f"CopyToIceberg: {exc}") from None
+    layout = TableLayout.of(spec, table_schema)
+    layout.check(schema)
+    return layout
+
+
+def _load_table(name: str, catalog: Catalog, schema: pa.Schema, partition_by: Sequence[PartitionExpression]) -> Any:
     """The table, created from ``schema`` (and its namespace) when missing."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 
@@ -280,7 +304,7 @@ def _load_table(name: str, catalog: Catalog, schema: pa.Schema, layout: Layout) 
         loaded.create_namespace(namespace)
     except NamespaceAlreadyExistsError:
         pass
-    table_schema, spec = iceberg_schema(schema, layout.partition_by)
+    table_schema, spec = iceberg_schema(schema, [str(e) for e in partition_by])
     try:
         return loaded.create_table(name, schema=table_schema, partition_spec=spec)
     except TableAlreadyExistsError:  # another copy created it meanwhile
@@ -300,11 +324,13 @@ class _TableInitFn(_S3DoFn):
         catalog: Catalog,
         settings: WriteSettings,
         stream: bool = False,
+        partition_by: Sequence[PartitionExpression] = (),
         max_file_size: Optional[int] = None,
         evolution: Optional[str] = None,
     ) -> None:
         super().__init__(settings.config)
         self._name, self._catalog, self._settings, self._stream = name, catalog, settings, stream
+        self._partition_by = tuple(partition_by)
         self._max_file_size = max_file_size  # the user's; None: the table's write.target-file-size-bytes
         self._evolution = evolution
 
@@ -326,13 +352,13 @@ class _TableInitFn(_S3DoFn):
         from .iceberg_evolution import evolved_schema
 
         settings = self._settings
-        table = _load_table(self._name, self._catalog, settings.schema, settings.layout)
+        table = _load_table(self._name, self._catalog, settings.schema, self._partition_by)
         table_schema = table.schema()
         if self._evolution is not None:  # the files get the ids the commit's evolution assigns
             table_schema, changes = evolved_schema(table, settings.schema)
             _log.info("copy into %s evolves its schema: %s", self._name, "; ".join(changes) or "no change")
         check_schema(table_schema, settings.schema)
-        _check_partitions(table, settings.layout)
+        layout = table_layout_for(table.spec(), table_schema, self._partition_by)
         keys = _data_keys(table, settings.keys.sink_id)
         done = None if self._stream else committed_snapshot(table, keys.sink_id)
         if done is not None:
@@ -343,24 +369,10 @@ class _TableInitFn(_S3DoFn):
         table_settings, size_warnings = table_write_settings(
             settings, table.location(), table.properties, self._max_file_size, MIN_FILE_SIZE
         )
-        table_settings = dataclasses.replace(
-            table_settings, schema=_with_field_ids(settings.schema, file_schema(table_schema))
-        )
+        schema = _with_field_ids(settings.schema, file_schema(table_schema))
+        layout.check(schema)
+        table_settings = dataclasses.replace(table_settings, schema=schema, layout=layout)
         return InitOutcome(warnings=tuple(warnings + size_warnings), settings=table_settings)
-
-
-def _check_partitions(table: Any, layout: Layout) -> None:
-    """The table must be partitioned exactly as the copy is: identity on ``partition_by``."""
-    from pyiceberg.transforms import IdentityTransform
-
-    schema, fields = table.schema(), table.spec().fields
-    columns = tuple(schema.find_field(f.source_id).name for f in fields)
-    if columns != layout.partition_by or not all(isinstance(f.transform, IdentityTransform) for f in fields):
-        spec = ", ".join(f"{f.transform}({schema.find_field(f.source_id).name})" for f in fields) or "nothing"
-        raise ValueError(
-            f"the table is partitioned by {spec}, the copy by {list(layout.partition_by) or 'nothing'}: pass "
-            f"partition_by={list(columns)} (a copy writes identity partitions only)"
-        )
 
 
 def _with_field_ids(schema: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
@@ -429,20 +441,6 @@ def _delete_uncommitted(client: Any, keys: CopyKeys, table: Any, every_snapshot:
     return deleted
 
 
-def _typed(values: Sequence[Any], schema: pa.Schema) -> Tuple[Tuple[str, Any], ...]:
-    """A file's partition values (text, from its key) as values of their columns' types."""
-    out = []
-    for name, text in values:
-        typ = schema.field(name).type
-        if text is None or pa.types.is_string(typ) or pa.types.is_large_string(typ):
-            out.append((name, text))
-        elif pa.types.is_boolean(typ):
-            out.append((name, text == "true"))
-        else:  # integers and dates, as Arrow parses them
-            out.append((name, pa.scalar(text).cast(typ).as_py()))
-    return tuple(out)
-
-
 class _TableCompleteFn(_CompleteFn):
     """Step 3 for a table: the uploads completed as for ``CopyToS3``, then one snapshot."""
 
@@ -480,11 +478,8 @@ class _TableCompleteFn(_CompleteFn):
     ) -> CopyToResult:
         from .iceberg_commit import TableFile, commit
 
-        keys, layout = self._keys, init.settings.layout
-        schema = init.settings.schema
-        files = [
-            TableFile(f.uri, f.rows, f.bytes, tuple(f.stats), _typed(layout.values(f.uri), schema)) for f in copied
-        ]
+        keys, spec_id, schema = self._keys, init.settings.layout.spec_id, init.settings.schema
+        files = [TableFile(f.uri, f.rows, f.bytes, tuple(f.stats), tuple(f.partition), spec_id) for f in copied]
         try:
             table = self._catalog.load().load_table(self._name)
             evolve_to = schema if self._evolution is not None else None  # the files' schema, field ids decided at init

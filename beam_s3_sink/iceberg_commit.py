@@ -72,11 +72,13 @@ class TableFile:
 
     ``stats`` hold one :class:`~beam_s3_sink.formats.stats.ColumnStats` per Parquet leaf column
     (``"a"``, ``"s.x"``, ``"tags.list.element"``), in the package's JSON-ready form;
-    ``partition`` holds the file's value of each partition column, by column name (a Python
-    value, or its JSON-ready form: ``("day", "2024-01-02")``).
+    ``partition`` holds the file's partition record, by partition field name (its JSON-ready
+    form: ``("ts_day", "2024-01-02")``, ``("id_bucket", 3)``, or a Python value), for the
+    partition spec ``spec_id``, which must be the table's current spec when the file is
+    committed (None: whatever spec is current).
 
     >>> TableFile("s3://b/t/data/f.parquet", rows=2, bytes=512, stats=(ColumnStats("a", 0, 1, 9),))
-    TableFile(uri='s3://b/t/data/f.parquet', rows=2, bytes=512, stats=(ColumnStats(column='a', ...),), partition=())
+    TableFile(uri='s3://b/t/data/f.parquet', rows=2, bytes=512, stats=(ColumnStats(column='a', ...),), partition=(), spec_id=None)
     """
 
     uri: str
@@ -84,41 +86,52 @@ class TableFile:
     bytes: int
     stats: Tuple[ColumnStats, ...] = ()
     partition: Tuple[Tuple[str, Any], ...] = ()
+    spec_id: Optional[int] = None
 
 
 # -- schemas ---------------------------------------------------------------------------------
 
 
 def iceberg_schema(arrow_schema: pa.Schema, partition_by: Sequence[str] = ()) -> Tuple[Schema, PartitionSpec]:
-    """The schema (fresh field ids, as the catalog assigns them) and the partition spec
-    (identity on each of ``partition_by``) that a missing table is created with.
+    """The schema (fresh field ids, as the catalog assigns them) and the partition spec that a
+    missing table is created with: one field per ``partition_by`` expression, a column name
+    (identity) or a transform (``"day(ts)"``, ``"bucket(16, id)"``, ``"truncate(4, s)"``; see
+    :func:`~beam_s3_sink.table_layout.parse_partition_by`), named as Iceberg's Java builder
+    names it.
 
-    >>> schema, spec = iceberg_schema(pa.schema([("day", pa.date32()), ("n", pa.int64())]), ["day"])
+    >>> arrow = pa.schema([("day", pa.date32()), ("n", pa.int64()), ("ts", pa.timestamp("us"))])
+    >>> schema, spec = iceberg_schema(arrow, ["day", "bucket(16, n)", "hours(ts)"])
     >>> [(f.field_id, f.name, str(f.field_type)) for f in schema.fields]
-    [(1, 'day', 'date'), (2, 'n', 'long')]
-    >>> [(f.source_id, f.name, str(f.transform)) for f in spec.fields]
-    [(1, 'day', 'identity')]
+    [(1, 'day', 'date'), (2, 'n', 'long'), (3, 'ts', 'timestamp')]
+    >>> [(f.source_id, f.field_id, f.name, str(f.transform)) for f in spec.fields]
+    [(1, 1000, 'day', 'identity'), (2, 1001, 'n_bucket', 'bucket[16]'), (3, 1002, 'ts_hour', 'hour')]
     """
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import assign_fresh_schema_ids
-    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.transforms import parse_transform
     from pyiceberg.types import PrimitiveType
+
+    from beam_s3_sink.table_layout import parse_partition_by
 
     schema = assign_fresh_schema_ids(_to_iceberg(arrow_schema))
     top = {f.name: f for f in schema.fields}
     fields = []
-    for position, name in enumerate(partition_by):
+    for position, expression in enumerate(parse_partition_by(partition_by)):
+        name = expression.column
         if name not in top:
             raise ValueError(f"partition column {name!r} is not a column of the schema ({', '.join(top)})")
-        if not isinstance(top[name].field_type, PrimitiveType):
+        source = top[name].field_type
+        if not isinstance(source, PrimitiveType):
+            raise ValueError(f"partition column {name!r} has type {source}: only a primitive column can be one")
+        transform = parse_transform(expression.transform)
+        if not transform.can_transform(source):
             raise ValueError(
-                f"partition column {name!r} has type {top[name].field_type}: only a primitive column can be one"
+                f"partition_by {str(expression)!r}: the {transform} transform does not apply to column {name!r} "
+                f"of type {source}"
             )
-        if name in partition_by[:position]:
-            raise ValueError(f"partition column {name!r} is given twice")
         fields.append(
             PartitionField(
-                source_id=top[name].field_id, field_id=1000 + position, transform=IdentityTransform(), name=name
+                source_id=top[name].field_id, field_id=1000 + position, transform=transform, name=expression.name
             )
         )
     return schema, PartitionSpec(*fields)
@@ -273,8 +286,9 @@ def data_file(table: Table, f: TableFile, schema: Optional[Schema] = None) -> Da
     following the table's metrics modes (``write.metadata.metrics.*``: by default strings
     truncated to 16 characters, and counts only for nested columns) as pyiceberg's own
     ``add_files`` does. A bound the statistics lack or that does not convert to the column's
-    type is left out. The partition has each identity field's value typed for its source
-    column; any other transform raises ValueError.
+    type is left out. The partition record is typed per field of the table's current spec,
+    as its transform's result type (a day: days since 1970, a bucket: int, a truncate: the
+    source column's type); NaN counts are those of float and double columns.
 
     For a table whose column 1 is ``n long``::
 
@@ -290,6 +304,7 @@ def data_file(table: Table, f: TableFile, schema: Optional[Schema] = None) -> Da
     repeated = _repeated_ids(schema)
     value_counts: Dict[int, int] = {}
     null_counts: Dict[int, int] = {}
+    nan_counts: Dict[int, int] = {}
     lower: Dict[int, bytes] = {}
     upper: Dict[int, bytes] = {}
     for stats in f.stats:
@@ -300,6 +315,8 @@ def data_file(table: Table, f: TableFile, schema: Optional[Schema] = None) -> Da
         if field_id not in repeated:
             value_counts[field_id] = f.rows
         null_counts[field_id] = stats.null_count
+        if stats.nan_count is not None:  # float and double columns
+            nan_counts[field_id] = stats.nan_count
         if collector.mode.type == MetricModeTypes.COUNTS:
             continue
         for bounds, value, is_upper in ((lower, stats.min, False), (upper, stats.max, True)):
@@ -310,12 +327,12 @@ def data_file(table: Table, f: TableFile, schema: Optional[Schema] = None) -> Da
         content=DataFileContent.DATA,
         file_path=f.uri,
         file_format=FileFormat.PARQUET,
-        partition=_partition(table, f),
+        partition=_partition(table, f, schema),
         record_count=f.rows,
         file_size_in_bytes=f.bytes,
         value_counts=value_counts,
         null_value_counts=null_counts,
-        nan_value_counts={},
+        nan_value_counts=nan_counts,
         lower_bounds=lower,
         upper_bounds=upper,
         sort_order_id=None,
@@ -383,31 +400,37 @@ def _bound(typ: IcebergType, value: Any, truncate: Optional[int], is_upper: bool
     return None
 
 
-def _partition(table: Table, f: TableFile) -> Any:
-    """The partition record of ``f`` for the table's current spec (identity fields only)."""
-    from pyiceberg.conversions import from_json
-    from pyiceberg.partitioning import partition_record_value
-    from pyiceberg.transforms import IdentityTransform
+def _partition(table: Table, f: TableFile, schema: Schema) -> Any:
+    """The partition record of ``f`` for its spec: per field, its value typed as the field's
+    transform's result type (see :func:`~beam_s3_sink.table_layout.partition_value`)."""
     from pyiceberg.typedef import Record
-    from pyiceberg.types import PrimitiveType, StringType
 
-    schema, values = table.schema(), dict(f.partition)
+    from beam_s3_sink.table_layout import expression_text, partition_value
+
+    spec = table.spec()
+    if f.spec_id is not None and f.spec_id != spec.spec_id:
+        raise ValueError(
+            f"the table's partition spec changed while the copy ran: its files are partitioned by spec "
+            f"{f.spec_id} ({_describe(table.specs().get(f.spec_id), table)}), the table's is now spec {spec.spec_id} "
+            f"({_describe(spec, table)}); nothing of the copy was committed: run it again"
+        )
+    values = dict(f.partition)
     record = []
-    for field in table.spec().fields:
+    for field in spec.fields:
         source = schema.find_field(field.source_id)
-        if not isinstance(field.transform, IdentityTransform):
+        if field.name not in values:
             raise ValueError(
-                f"table {'.'.join(table.name())}: partition field {field.name!r} is {field.transform}({source.name}); "
-                "a copy writes identity partitions only"
+                f"{f.uri}: no value for partition field {field.name!r} "
+                f"({expression_text(str(field.transform), source.name)}; given: {sorted(values)})"
             )
-        if source.name not in values:
-            raise ValueError(f"{f.uri}: no value for partition column {source.name!r} (given: {sorted(values)})")
-        value = values[source.name]
-        kind = source.field_type
-        if isinstance(value, str) and isinstance(kind, PrimitiveType) and not isinstance(kind, StringType):
-            value = from_json(kind, value)  # the JSON-ready form: "2024-01-02", "1.50"
-        record.append(partition_record_value(field, value, schema))
+        record.append(partition_value(field.transform.result_type(source.field_type), values[field.name]))
     return Record(*record)
+
+
+def _describe(spec: Optional[PartitionSpec], table: Table) -> str:
+    from beam_s3_sink.table_layout import TableLayout
+
+    return "unknown" if spec is None else TableLayout.of(spec, table.schema()).describe()
 
 
 # -- the commit ------------------------------------------------------------------------------
@@ -430,9 +453,11 @@ def commit(
     ``SchemaChangedError`` if the table's schema changed so that the files' ids no longer fit).
 
     ``mode``: ``append``, a fast append; ``overwrite``, which also removes every data file the
-    table held; ``overwrite_partitions``, which also removes the data files (of the current
-    partition spec) whose partition is one of ``files``' (an unpartitioned table has one
-    partition). The snapshot summary names ``sink_id`` (and ``unit``, a stream's window or
+    table held; ``overwrite_partitions``, which also removes the data files of the current
+    partition spec whose partition is one of ``files``' (as Iceberg's ``ReplacePartitions``:
+    files of an older spec stay; an unpartitioned table has one partition). ``files`` must be
+    partitioned by the current spec (pyiceberg adds files with it): a spec that changed since
+    they were written fails the commit with ValueError. The snapshot summary names ``sink_id`` (and ``unit``, a stream's window or
     pane) in :data:`SINK_ID_PROPERTY` and :data:`UNIT_PROPERTY`.
 
     No ``files`` still commits a snapshot: ``overwrite`` then empties the table,
@@ -506,15 +531,15 @@ def _commit_once(
         producer = update.fast_append()
     else:
         producer = update.overwrite()
-        spec_id = table.metadata.default_spec_id
-        written = {f.partition for f in added}
+        spec_id = table.metadata.default_spec_id  # pyiceberg adds files with the current spec
+        written = {(spec_id, f.partition) for f in added}
         snapshot = table.current_snapshot()
         for manifest in snapshot.manifests(table.io) if snapshot is not None else ():
             if manifest.content != ManifestContent.DATA:
                 continue
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
                 old = entry.data_file
-                if mode == "overwrite" or (old.spec_id == spec_id and old.partition in written):
+                if mode == "overwrite" or (old.spec_id, old.partition) in written:
                     producer.delete_data_file(old)
     with producer:
         for new in added:

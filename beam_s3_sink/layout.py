@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, NamedTuple, Optional, Protocol, Tuple
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from .batches import split_runs
 from .errors import RowError
 
-__all__ = ["Layout", "escape_path_name", "DEFAULT_PARTITION"]
+__all__ = ["Layout", "Part", "Partitioning", "escape_path_name", "partition_codes", "DEFAULT_PARTITION"]
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^") | frozenset(chr(c) for c in range(0x20))
@@ -36,6 +39,45 @@ def escape_path_name(text: str) -> str:
 def _is_partition_type(typ: pa.DataType) -> bool:
     t = pa.types
     return t.is_integer(typ) or t.is_string(typ) or t.is_large_string(typ) or t.is_boolean(typ) or t.is_date(typ)
+
+
+class Part(NamedTuple):
+    """The rows of a batch that go to one partition's files (see :meth:`Layout.split`)."""
+
+    directory: str  # the partition's ``col=value/...`` path under the data prefix ("" without partitions)
+    partition: Tuple[Tuple[str, Any], ...]  # a table's partition record, JSON-ready, by field name; () for Hive
+    rows: pa.RecordBatch  # in the file schema
+
+
+class Partitioning(Protocol):
+    """What the writer routes rows by: :class:`Layout` (Hive directories, for ``CopyToS3``) or
+    a table's :class:`~beam_s3_sink.table_layout.TableLayout`."""
+
+    @property
+    def partition_by(self) -> Tuple[str, ...]:
+        """The partition (source) columns; empty: no partitions."""
+        ...
+
+    def check(self, schema: pa.Schema) -> None: ...
+
+    def file_schema(self, schema: pa.Schema) -> pa.Schema: ...
+
+    def split(self, batch: pa.RecordBatch, schema: pa.Schema) -> List[Part]: ...
+
+
+def partition_codes(columns: List[pa.Array]) -> np.ndarray:
+    """One int per row, equal for rows whose values (a null distinct from any value, ``""``
+    too) are equal in every column: a dictionary index per column, combined.
+
+    >>> partition_codes([pa.array(["a", "", None, "a"])]).tolist()
+    [0, 1, 2, 0]
+    """
+    code = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    for column in columns:
+        encoded = pc.dictionary_encode(column)
+        width = len(encoded.dictionary) + 1
+        code = code * width + pc.fill_null(encoded.indices, width - 1).to_numpy(zero_copy_only=False)
+    return code
 
 
 @dataclass(frozen=True)
@@ -97,6 +139,30 @@ class Layout:
             value = _typed(row.get(name), name, schema.field(name).type)
             segments.append(f"{escape_path_name(name)}={_text(value)}")
         return "/".join(segments)
+
+    def split(self, batch: pa.RecordBatch, schema: pa.Schema) -> List[Part]:
+        """The rows of ``batch`` (of ``schema``) per partition directory, in the file schema:
+        one code per row (:func:`partition_codes`), then :func:`~.batches.split_runs`.
+
+        >>> layout = Layout(partition_by=("day",))
+        >>> schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
+        >>> batch = pa.record_batch([[1, 2, 3], ["a", "b", "a"]], schema=schema)
+        >>> [(p.directory, p.rows.num_rows) for p in layout.split(batch, schema)]
+        [('day=a', 2), ('day=b', 1)]
+        """
+        code = partition_codes([batch.column(name) for name in self.partition_by])
+        file_schema = self.file_schema(schema)
+        out = []
+        for first, part in split_runs(batch, code):
+            try:
+                values = {name: batch.column(name)[first].as_py() for name in self.partition_by}
+            except (ValueError, OverflowError) as exc:  # e.g. a date Python's datetime cannot hold
+                raise RowError(f"a partition value has no directory name: {exc}") from None
+            columns = [part.column(name) for name in file_schema.names]
+            out.append(
+                Part(self.directory(values, schema), (), pa.RecordBatch.from_arrays(columns, schema=file_schema))
+            )
+        return out
 
     def values(self, key: str) -> Tuple[Tuple[str, Optional[str]], ...]:
         """The partition values (as text; None for NULL) that a data file's key names.

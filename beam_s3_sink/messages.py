@@ -24,6 +24,9 @@ class PendingFile:
     bytes: int
     part_checksums: Tuple[str, ...] = ()  # S3's checksum of each part, when parts carry one
     stats: Tuple[Any, ...] = ()  # per column: ColumnStats (beam_s3_sink.formats.stats), for CopiedFile
+    # A table's file: its partition record, (partition field name, JSON-ready value) per field
+    # (see .table_layout); () for CopyToS3, whose partition values are in the key.
+    partition: Tuple[Tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ class CopiedFile:
     bytes: int
     # Per column: null count, min, max (beam_s3_sink.formats.stats.ColumnStats), as in the manifest.
     stats: Tuple[Any, ...] = ()
+    # A table's file: its partition record, (partition field name, JSON-ready value) per field.
+    partition: Tuple[Tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

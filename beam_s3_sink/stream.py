@@ -178,6 +178,7 @@ def _pending_json(f: PendingFile) -> Any:
         "bytes": f.bytes,
         "part_checksums": list(f.part_checksums),
         "stats": stats_json(f.stats),
+        **({"partition": [list(v) for v in f.partition]} if f.partition else {}),
     }
 
 
@@ -190,6 +191,7 @@ def _pending_from_json(d: Any) -> PendingFile:
         int(d["bytes"]),
         tuple(d["part_checksums"]),
         stats_from_json(d["stats"]),
+        tuple((str(name), value) for name, value in d.get("partition", ())),
     )
 
 

@@ -23,7 +23,6 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from .arrow_input import is_arrow
 from .batches import HANDLED, Batcher
-from .errors import RowError
 from .keys import CopyKeys
 from .results import CopyToResult
 from .writer import WriteSettings
@@ -99,12 +98,10 @@ class _ValidateFn(beam.DoFn):
         return None
 
     def _encode(self, batch: pa.RecordBatch) -> None:
-        """Check the partition values (they name directories) and encode the file's columns."""
-        for name in self._layout.partition_by:
-            try:
-                batch.column(name).to_pylist()
-            except (ValueError, OverflowError) as exc:  # e.g. a date Python's datetime cannot hold
-                raise RowError(f"a partition value has no directory name: {exc}") from None
+        """Check the partition values (they name directories; a table's transforms apply) and
+        encode the file's columns."""
+        if self._layout.partition_by:
+            self._layout.split(batch, self._schema)  # RowError naming the column and the value
         columns = [batch.column(name) for name in self._file_schema.names]
         encoder = self._format.open(self._file_schema, io.BytesIO(), 2**62)
         encoder.write(pa.RecordBatch.from_arrays(columns, schema=self._file_schema))

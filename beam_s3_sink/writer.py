@@ -1,6 +1,6 @@
 """Writing record batches into pending data files: :class:`FileWriter` and its :class:`WriteSettings`.
 
-A writer keeps one sequence of files per partition directory (one without ``partition_by``),
+A writer keeps one sequence of files per partition (its layout routes the rows; one without),
 closes a file at ``max_file_size`` and opens the next, and keeps memory bounded: at most
 ``max_open_files`` files open (opening one more first finishes the largest), and with
 partitions at most ``max_open_files`` batches' worth of rows waiting for their directory's
@@ -17,19 +17,17 @@ import dataclasses
 import io
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Deque, Dict, List, Optional, Union
+from typing import Any, Callable, Deque, Dict, Hashable, List, Optional, Tuple, Union
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .arrow_input import conform
-from .batches import BATCH_BYTES, HANDLED, Batcher, Batches, BlobError, decode_blob, split_runs
+from .batches import BATCH_BYTES, HANDLED, Batcher, Batches, BlobError, decode_blob
 from .config import S3Config
-from .errors import EncodeError, RowError
+from .errors import EncodeError
 from .formats.base import ENCODE_ERRORS, FileEncoder, Format
 from .keys import CopyKeys
-from .layout import Layout
+from .layout import Layout, Part, Partitioning
 from .messages import PendingFile, UploadReport
 from .s3 import MultipartStream, PartBuffers
 
@@ -58,7 +56,7 @@ class WriteSettings:
     format: Format
     schema: pa.Schema
     max_file_size: int
-    layout: Layout = Layout()
+    layout: Partitioning = Layout()  # Hive directories, or a table's TableLayout (.table_layout)
     max_open_files: int = DEFAULT_MAX_OPEN_FILES
 
     def __post_init__(self) -> None:
@@ -86,10 +84,11 @@ def _show_value(array: pa.Array, row: int, limit: int = 80) -> str:
 
 
 class _Sequence:
-    """The files of one partition directory: the batches waiting for it and its open file."""
+    """The files of one partition: the batches waiting for it and its open file."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, partition: Tuple[Tuple[str, Any], ...] = ()) -> None:
         self.directory = directory
+        self.partition = partition
         self.waiting: List[pa.RecordBatch] = []
         self.waiting_bytes = 0
         self.stream: Optional[MultipartStream] = None
@@ -135,8 +134,8 @@ class FileWriter:
         self._encode_pool = encode_pool
         self._buffer_bytes = buffer_bytes
         self._batcher: Optional[Batcher] = None  # made by the first add()
-        self._sequences: Dict[str, _Sequence] = {}
-        self._opened: Dict[str, _Sequence] = {}  # sequences with an open file
+        self._sequences: Dict[Hashable, _Sequence] = {}  # by partition: (directory, partition record)
+        self._opened: Dict[int, _Sequence] = {}  # sequences with an open file, by id()
         self._file_numbers: Dict[str, int] = {}  # the last file number per directory
         self._waiting_bytes = 0
         self._encoding: Deque["Future[None]"] = collections.deque()
@@ -178,10 +177,10 @@ class FileWriter:
             if batch.schema is not self._settings.schema and not batch.schema.equals(self._settings.schema):
                 batch = conform(batch, self._settings.schema)  # a table's types (int into long)
             if not self._layout.partition_by:
-                self._encode(self._sequence(""), [batch])
+                self._encode(self._sequence(Part("", (), batch)), [batch])
                 return
-            for directory, part in self._partitions(batch):
-                sequence = self._sequence(directory)
+            for split in self._layout.split(batch, self._settings.schema):
+                sequence, part = self._sequence(split), split.rows
                 sequence.waiting.append(part)
                 sequence.waiting_bytes += part.nbytes
                 self._waiting_bytes += part.nbytes
@@ -220,31 +219,14 @@ class FileWriter:
         return len(self._opened)
 
     # partitions -------------------------------------------------------------------------
-    def _sequence(self, directory: str) -> _Sequence:
-        sequence = self._sequences.get(directory)
+    def _sequence(self, part: Part) -> _Sequence:
+        """The sequence of ``part``'s partition (two partitions may share a directory: a
+        table's ``p=null`` holds the null and the string ``"null"``, each in files of its own)."""
+        route = (part.directory, part.partition)
+        sequence = self._sequences.get(route)
         if sequence is None:
-            sequence = self._sequences[directory] = _Sequence(directory)
+            sequence = self._sequences[route] = _Sequence(part.directory, part.partition)
         return sequence
-
-    def _partitions(self, batch: pa.RecordBatch) -> List[Any]:
-        """(directory, file batch) per partition in ``batch``: one code per row (a dictionary
-        index per partition column, combined), then :func:`~.batches.split_runs`."""
-        code = np.zeros(batch.num_rows, dtype=np.int64)
-        for name in self._layout.partition_by:
-            encoded = pc.dictionary_encode(batch.column(name))
-            width = len(encoded.dictionary) + 1
-            code = code * width + pc.fill_null(encoded.indices, width - 1).to_numpy(zero_copy_only=False)
-        names = self._file_schema.names
-        out = []
-        for first, part in split_runs(batch, code):
-            try:
-                values = {name: batch.column(name)[first].as_py() for name in self._layout.partition_by}
-            except (ValueError, OverflowError) as exc:  # e.g. a date Python's datetime cannot hold
-                raise RowError(f"a partition value has no directory name: {exc}") from None
-            directory = self._layout.directory(values, self._settings.schema)
-            columns = [part.column(name) for name in names]
-            out.append((directory, pa.RecordBatch.from_arrays(columns, schema=self._file_schema)))
-        return out
 
     def _write_waiting(self, sequence: _Sequence) -> None:
         waiting, sequence.waiting = sequence.waiting, []
@@ -313,7 +295,7 @@ class FileWriter:
             largest = max(self._opened.values(), key=lambda s: s.size)
             _log.debug("%d files open: closing the largest, in %r", len(self._opened), largest.directory)
             self._close_file(largest)
-        self._opened[sequence.directory] = sequence
+        self._opened[id(sequence)] = sequence
         number = self._file_numbers[sequence.directory] = self._file_numbers.get(sequence.directory, 0) + 1
         self._current = sequence
         sequence.stream = MultipartStream(
@@ -339,9 +321,11 @@ class FileWriter:
             raise EncodeError(
                 f"the {self._format.name} format could not finish a file: {type(exc).__name__}: {exc}"
             ) from exc
-        pending = dataclasses.replace(stream.finish(rows=encoder.rows), stats=encoder.stats())  # .stats
+        pending = dataclasses.replace(
+            stream.finish(rows=encoder.rows), stats=encoder.stats(), partition=sequence.partition
+        )
         sequence.encoder = sequence.stream = None
-        self._opened.pop(sequence.directory, None)
+        self._opened.pop(id(sequence), None)
         self._done.append(pending)
         _log.debug("uploaded %s (pending): %d rows, %d bytes", pending.key, pending.rows, pending.bytes)
 

@@ -17,6 +17,9 @@ tests' S3 servers, and three real engines reading their tables back.
                                          the same catalog as a Spark catalog of the same name
                                          (type=rest with SigV4, or type=jdbc on the same PostgreSQL
                                          database), S3FileIO on the same S3 server
+    spark_sql(spark, catalog, "CREATE TABLE ...", ...)  SQL statements in one Spark session with
+                                         that catalog (DDL, INSERT, ALTER TABLE ... PARTITION FIELD,
+                                         CALL <catalog>.system.*); the last one's rows as Arrow
 
 Each reader takes an :class:`IcebergCatalog` or a props mapping (then ``name=``, or a ``"name"``
 key of the props, is the catalog's name, :data:`CATALOG_NAME` by default). The name matters for the SQL catalogs: pyiceberg's
@@ -327,6 +330,21 @@ def read_spark(spark_or_factory: Any, catalog: Catalogish, table: str, name: Opt
         raise RuntimeError(_mask(f"Spark's read of {ident} failed: {exc}", conf)) from None
 
 
+def spark_sql(
+    spark: "SparkIceberg",
+    catalog: Catalogish,
+    *statements: str,
+    name: Optional[str] = None,
+    conf: Optional[Mapping[str, str]] = None,
+) -> pa.Table:
+    """Run ``statements`` in order in one new Spark session with the catalog (as
+    :func:`read_spark` has it; ``{catalog}`` in a statement is its quoted name) and ``conf``
+    set on it too, and return the last statement's rows as Arrow (an empty table for DDL)."""
+    props, name = _props_and_name(catalog, name)
+    settings = {**spark_catalog_conf(props, name), **(conf or {})}
+    return spark.sql(settings, [s.replace("{catalog}", f"`{name}`") for s in statements])
+
+
 class SparkSetupError(RuntimeError):
     """Spark's Iceberg reader is missing (run ``make runners``) or did not start."""
 
@@ -357,6 +375,8 @@ class SparkIceberg:
     """Spark's Iceberg reader in a worker process: pyspark 4.1 with Iceberg's runtime, one local
     Spark for its whole life. Requests and answers are JSON lines on its stdin and a pipe of its
     own; each table comes back as an Arrow IPC file. Its log (Spark's included) is ``log_path``.
+    It also runs SQL statements (:meth:`sql`: DDL, INSERT, Iceberg's ALTER TABLE extensions and
+    ``CALL`` procedures), so that Spark makes and maintains tables as it does in production.
     """
 
     def __init__(self, log_dir: Optional[str] = None, timeout: float = 180.0) -> None:
@@ -403,16 +423,26 @@ class SparkIceberg:
 
     def read_table(self, conf: Mapping[str, str], ident: str, timeout: float = 300.0) -> pa.Table:
         """``spark.table(ident).toArrow()`` in a new session configured with ``conf``."""
+        return self._request({"conf": dict(conf), "table": ident}, f"Spark's read of {ident}", timeout)
+
+    def sql(self, conf: Mapping[str, str], statements: List[str], timeout: float = 600.0) -> pa.Table:
+        """``spark.sql(s)`` for each of ``statements`` in order, in one new session configured
+        with ``conf``; the last one's rows as Arrow (``.toArrow()``)."""
+        what = f"Spark SQL ({len(statements)} statement(s))"
+        return self._request({"conf": dict(conf), "sql": list(statements)}, what, timeout)
+
+    def _request(self, request: Dict[str, Any], what: str, timeout: float) -> pa.Table:
         out = os.path.join(self._dir, f"{uuid.uuid4().hex}.arrow")
+        conf = request["conf"]
         with self._lock:
             if self.process.poll() is not None:
                 raise SparkSetupError(f"Spark's Iceberg reader exited ({self.process.returncode}):\n{self.log_tail()}")
             assert self.process.stdin is not None
-            self.process.stdin.write((json.dumps({"conf": dict(conf), "table": ident, "out": out}) + "\n").encode())
+            self.process.stdin.write((json.dumps({**request, "out": out}) + "\n").encode())
             self.process.stdin.flush()
             answer = self._answer(timeout)
         if "error" in answer:
-            raise RuntimeError(_mask(f"Spark's read of {ident} failed: {answer['error']}", conf))
+            raise RuntimeError(_mask(f"{what} failed: {answer['error']}", conf))
         try:
             with pa.memory_map(out) as source:
                 return pa.ipc.open_file(source).read_all()
@@ -472,7 +502,15 @@ def _spark_worker(answer_fd: int, jars: List[str]) -> None:
             session = spark.newSession()
             for key, value in request["conf"].items():
                 session.conf.set(key, value)
-            table = session.table(request["table"]).toArrow()
+            if "sql" in request:
+                for number, statement in enumerate(request["sql"], 1):
+                    try:
+                        frame = session.sql(statement)
+                    except Exception as exc:  # noqa: BLE001 - which statement, then the error
+                        raise RuntimeError(f"statement {number} ({statement[:300]!r}): {exc}") from exc
+                table = frame.toArrow()
+            else:
+                table = session.table(request["table"]).toArrow()
             with pa.OSFile(request["out"], "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
             send({"rows": table.num_rows})

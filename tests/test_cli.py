@@ -755,6 +755,33 @@ def test_table_append_rerun_overwrite_partitions_overwrite_read_back_exactly(ice
     assert pending_uploads(iceberg_sqlite.s3.make_client(), bucket) == []
 
 
+def test_table_partitioned_by_transforms_from_the_command_line(iceberg_sqlite, tmp_path):
+    """--partition_by with transforms creates the table's spec; a later copy without it takes
+    the table's spec, and one naming another spec is refused."""
+    from iceberg_catalogs import load, read_pyiceberg
+
+    name, catalog = table_name(), catalog_file(tmp_path, iceberg_sqlite)
+    dest = ["--schema", TABLE_SCHEMA, "--table", name, "--catalog", catalog]
+    first = region_rows(range(60))
+    source = write_region_jsonl(tmp_path / "first.jsonl", first)
+    done = table_cli("--source", source, *dest, "--partition_by", "bucket(4, id),region", "--sink_id", "a")
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = load(iceberg_sqlite).load_table(name)
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [
+        ("id_bucket", "bucket[4]"),
+        ("region", "identity"),
+    ]
+    assert table_summary(done.stdout)["files"] == "12"  # 4 buckets of 3 regions
+    more = region_rows(range(100, 130))
+    done = table_cli("--source", write_region_jsonl(tmp_path / "more.jsonl", more), *dest, "--sink_id", "b")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert read_pyiceberg(iceberg_sqlite, name).sort_by("id").to_pylist() == first + more
+    refused = table_cli("--source", source, *dest, "--partition_by", "region", "--sink_id", "c")
+    assert refused.returncode != 0 and "table" in refused.stderr and "bucket(4, id),region" in refused.stderr, (
+        refused.stderr
+    )
+
+
 def test_table_copy_into_the_rest_catalog_with_sigv4(iceberg_rest):
     """SeaweedFS's REST catalog (Amazon S3 Tables' protocol), the catalog given inline: the
     generated orders land partitioned by country; no secret is shown."""

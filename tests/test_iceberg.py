@@ -155,16 +155,21 @@ def test_bad_arguments_fail_when_the_pipeline_is_built_and_secrets_never_show(tm
 
 
 def test_the_contract_on_every_runner(runner, tmp_path, s3_config, s3_client, bucket):
-    """One snapshot with every row once, partitioned; a rerun commits nothing."""
+    """One snapshot with every row once, partitioned by identity and a transform (pyiceberg's,
+    on the runner's workers); a rerun commits nothing."""
     from pyiceberg.catalog import load_catalog
+    from pyiceberg.expressions import EqualTo
 
     catalog = sqlite_catalog(tmp_path, s3_config, bucket)
     rows = [make_row(i) for i in range(3000)]
-    kwargs = dict(table="runs.orders", catalog=catalog, schema=SCHEMA, partition_by=["day"], sink_id="run")
+    partition_by = ["day", "bucket(4, id)"]
+    kwargs = dict(table="runs.orders", catalog=catalog, schema=SCHEMA, partition_by=partition_by, sink_id="run")
     first = run_table_copy(rows, tmp_path, args=runner, **kwargs)
     assert first.ok and first.rows == 3000, first.error
+    assert len({f.partition for f in first.files}) == 12  # 3 days, 4 buckets
     table = load_catalog("default", **catalog).load_table("runs.orders")
     assert len(table.snapshots()) == 1
+    assert sum(table.scan(row_filter=EqualTo("id", 7)).to_arrow().column("id").to_pylist()) == 7
     read = table.scan().to_arrow().sort_by("id").to_pylist()
     assert read == sorted(rows, key=lambda r: r["id"])
     again = run_table_copy(rows, tmp_path, args=runner, **kwargs)
@@ -330,6 +335,8 @@ def test_failure_race_and_mismatch_on_every_catalog(iceberg_catalog, tmp_path):
 
 
 def test_int_and_bool_partitions_and_a_table_partitioned_otherwise(tmp_path, s3_config, s3_client, bucket):
+    """A copy without partition_by writes with the table's spec; one whose partition_by
+    disagrees is refused before any upload, naming both."""
     from pyiceberg.catalog import load_catalog
 
     catalog = sqlite_catalog(tmp_path, s3_config, bucket)
@@ -342,9 +349,12 @@ def test_int_and_bool_partitions_and_a_table_partitioned_otherwise(tmp_path, s3_
     assert sorted(table.scan(row_filter="bucket = 2 AND flag = true").to_arrow().column("id").to_pylist()) == [
         i for i in range(60) if i % 3 == 2 and i % 2 == 0
     ]
-    unpartitioned = run_table_copy(rows, tmp_path, sink_id="two", fail_on_error=False, **kwargs)
-    assert not unpartitioned.ok and "partition_by=['bucket', 'flag']" in unpartitioned.error
-    assert unpartitioned.uri == "iceberg:parts.mixed" and pending_uploads(s3_client, bucket) == []
+    more = [{**r, "id": r["id"] + 100} for r in rows[:12]]
+    table_spec = run_table_copy(more, tmp_path, sink_id="two", **kwargs)  # no partition_by: the table's
+    assert table_spec.ok and len(table_spec.files) == 6, table_spec.error
+    assert {f.partition for f in table_spec.files} == {
+        (("bucket", b), ("flag", f)) for b in range(3) for f in (True, False)
+    }
     other = run_table_copy(
         rows,
         tmp_path,
@@ -354,7 +364,12 @@ def test_int_and_bool_partitions_and_a_table_partitioned_otherwise(tmp_path, s3_
         fail_on_error=False,
         **kwargs,
     )
-    assert not other.ok and "partitioned by identity(bucket), identity(flag)" in other.error, other.error
-    assert load_catalog("default", **catalog).load_table("parts.mixed").scan().to_arrow().num_rows == 60
+    assert not other.ok and other.uri == "iceberg:parts.mixed"
+    assert (
+        "the table is partitioned by bucket, flag, the copy by partition_by=['flag']: pass "
+        "partition_by=['bucket', 'flag'] or leave it out" in other.error
+    ), other.error
+    assert pending_uploads(s3_client, bucket) == []
+    assert load_catalog("default", **catalog).load_table("parts.mixed").scan().to_arrow().num_rows == 72
     with pytest.raises(Exception, match="CopyToIceberg to iceberg:parts.mixed .sink_id .four.. failed"):
-        run_table_copy(rows, tmp_path, sink_id="four", **kwargs)
+        run_table_copy(rows, tmp_path, sink_id="four", partition_by=["bucket(3, id)"], **kwargs)

@@ -115,7 +115,7 @@ clean-up: {PROG} --abort SINK_ID --output s3://BUCKET/PATH [--force] removes wha
 
 Iceberg table: --table NS.TABLE --catalog CATALOG instead of --output copies into an Apache
   Iceberg table with CopyToIceberg, as one snapshot (Parquet files; a missing table is created,
-  identity-partitioned on --partition_by), e.g.
+  partitioned by --partition_by), e.g.
   {PROG} --source 'data/orders-*.csv' --table sales.orders --catalog @catalog.json
   CATALOG is a JSON object of pyiceberg catalog properties ('{{"type": "sql", "uri":
   "sqlite:///catalog.db", "warehouse": "s3://my-bucket/warehouse"}}'), @FILE.json holding one,
@@ -236,7 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="COL[,COL...]",
         help="write Hive-style directories PATH/COL=VALUE/... (integer, string, bool or date "
         "columns); the columns are left out of the files unless --keep_partition_columns. With "
-        "--table: the table's identity partitions (default: an existing table's own)",
+        "--table: a new table's partitions, columns or transforms such as day(ts) or bucket(16, id) "
+        "(an existing table is written with its own partition spec, which --partition_by must "
+        "then name)",
     )
     out.add_argument(
         "--keep_partition_columns",
@@ -309,8 +311,9 @@ def _positive_int(text: str) -> int:
 
 
 def _columns(text: str) -> Tuple[str, ...]:
-    """``--partition_by``: a comma list of column names, none empty or repeated."""
-    names = tuple(name.strip() for name in text.split(","))
+    """``--partition_by``: a comma list of column names (with ``--table``, also transforms such
+    as ``day(ts)`` or ``bucket(16, id)``, whose commas do not separate), none empty or repeated."""
+    names = tuple(name.strip() for name in re.split(r",(?![^()]*\))", text))
     if not all(names):
         raise argparse.ArgumentTypeError(f"{text!r} has an empty column name; write COL[,COL...]")
     repeated = sorted({name for name in names if names.count(name) > 1})
@@ -378,7 +381,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         source = parse_source(args.source, args.source_format)
         _check_flags(args)
         schema = plan_source(source, schema)
-        _check_partition_columns(args.partition_by or (), schema)
+        _check_partition_columns(args.partition_by or (), schema, table=target is not None)
         options = PipelineOptions(pipeline_args)
         transform: Union[CopyToS3, CopyToIceberg]
         if target is None:
@@ -518,8 +521,16 @@ def _check_flags(args: argparse.Namespace) -> None:
             )
 
 
-def _check_partition_columns(columns: Sequence[str], schema: pa.Schema) -> None:
-    """Every ``--partition_by`` column is one of the source's (CopyToS3 checks their types)."""
+def _check_partition_columns(columns: Sequence[str], schema: pa.Schema, table: bool = False) -> None:
+    """Every ``--partition_by`` column is one of the source's (CopyToS3 checks their types);
+    for a table, the column of each transform (``day(ts)``: ``ts``)."""
+    if table:
+        from beam_s3_sink.table_layout import parse_partition_by
+
+        try:
+            columns = [e.column for e in parse_partition_by(columns)]
+        except ValueError as exc:
+            raise UsageError(f"--partition_by: {exc}") from None
     missing = [name for name in columns if name not in schema.names]
     if missing:
         which = f"column {missing[0]!r} is" if len(missing) == 1 else f"columns {', '.join(map(repr, missing))} are"

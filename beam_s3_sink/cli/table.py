@@ -6,7 +6,7 @@
         ─▶ Secrets: every value of a key holding secret/token/credential/password, and the
            password of any URI, masked in every line the command prints or logs
     plan:  TableTarget.check ─▶ the catalog loads; an existing table accepts the copy (columns,
-           types) and its partitions are identity ones on --partition_by (which defaults to them)
+           types) and its partition spec is the one --partition_by names (which defaults to it)
     run:   CopyToIceberg ─▶ one snapshot
     after: committed_copy ─▶ the snapshot of --sink_id (id, rows, files, bytes, what it replaced)
 
@@ -310,9 +310,10 @@ class TableTarget:
     ) -> Tuple[Tuple[str, ...], bool]:
         """Check, before anything is written, that the copy fits: the catalog loads, and an
         existing table accepts ``schema`` (CopyToIceberg's own check; with ``evolution``, once
-        evolved) with identity partitions on ``partition_by`` exactly. Returns (the partition
-        columns: ``partition_by``, or the existing table's when None; whether the table
-        exists). ValueError naming the flag."""
+        evolved) and is partitioned as ``partition_by`` says, when given. Returns (the
+        partitions: ``partition_by``, or the existing table's spec as ``partition_by``
+        expressions, such as ``day(ts)``, when None; whether the table exists). ValueError
+        naming the flag."""
         from beam_s3_sink.iceberg_commit import check_schema, iceberg_schema
         from beam_s3_sink.iceberg_evolution import evolved_schema
 
@@ -327,12 +328,10 @@ class TableTarget:
             check_schema(evolved_schema(table, schema)[0] if evolution else table.schema(), schema)
         except ValueError as exc:
             raise ValueError(f"--table {self.name}: {exc}") from None
-        columns = _identity_columns(table)
-        if isinstance(columns, str):
-            raise ValueError(f"--table {self.name}: {columns}")
+        columns = _partition_expressions(table)
         if partition_by is None:
             return columns, True
-        if tuple(partition_by) != columns:
+        if _parsed(partition_by) != _parsed(columns):
             has = f"partitioned by {','.join(columns)}" if columns else "not partitioned"
             fix = f"--partition_by {','.join(columns)}" if columns else "no --partition_by"
             raise ValueError(
@@ -384,21 +383,22 @@ class TableTarget:
         )
 
 
-def _identity_columns(table: Any) -> Union[Tuple[str, ...], str]:
-    """The source columns of the table's identity partition fields, or why a copy cannot
-    write its partitions (a transform other than identity)."""
-    from pyiceberg.transforms import IdentityTransform
+def _partition_expressions(table: Any) -> Tuple[str, ...]:
+    """The table's current partition spec as ``partition_by`` expressions (``region``,
+    ``day(ts)``, ``bucket(16, id)``), dropped (void) fields left out."""
+    from beam_s3_sink.table_layout import TableLayout
 
-    schema, columns = table.schema(), []
-    for spec_field in table.spec().fields:
-        source = schema.find_field(spec_field.source_id).name
-        if not isinstance(spec_field.transform, IdentityTransform):
-            return (
-                f"partition field {spec_field.name!r} is {spec_field.transform}({source}); "
-                "a copy writes identity partitions only"
-            )
-        columns.append(source)
-    return tuple(columns)
+    layout = TableLayout.of(table.spec(), table.schema())
+    return tuple(str(e) for e in layout.expressions if e.transform != "void")
+
+
+def _parsed(partition_by: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
+    from beam_s3_sink.table_layout import parse_partition_by
+
+    try:
+        return tuple((e.column, e.transform) for e in parse_partition_by(partition_by))
+    except ValueError as exc:
+        raise ValueError(f"--partition_by {','.join(partition_by)}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import base64
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, List, Optional, Tuple, Union
 
 import pyarrow as pa
@@ -62,7 +62,7 @@ import pyarrow.parquet as pq
 
 from ..errors import EncodeError
 from .base import FileEncoder, Format, KeepOpen, OutputStream, uuid_text
-from .stats import ColumnStats, parquet_footer_stats
+from .stats import ColumnStats, nan_counts, parquet_footer_stats
 
 __all__ = ["ParquetFormat", "parquet_schema", "to_file_table", "dictionary_columns", "TYPE_PROFILES"]
 
@@ -421,6 +421,7 @@ class ParquetEncoder(FileEncoder):
         self._groups = 0
         self._leaves = len(pa.Table.from_batches([], schema=self._file_schema).flatten().schema)
         self._footer_base = 1024 + len(self._file_schema.serialize()) * 2
+        self._nans = nan_counts(pa.Table.from_batches([], schema=schema))  # 0 per float column
 
     def _group_arrow_bytes(self) -> int:
         """Arrow bytes that encode to about one row group, from the groups written so far."""
@@ -462,6 +463,8 @@ class ParquetEncoder(FileEncoder):
         if not self._pending:
             return
         table = pa.Table.from_batches(self._pending, schema=self._schema)
+        for column, count in nan_counts(table).items():
+            self._nans[column] = self._nans.get(column, 0) + count
         if self._cast:
             table = to_file_table(table, self._file_schema)
         before = self._sink.tell()  # the bytes of the file so far, buffered ones included
@@ -509,9 +512,13 @@ class ParquetEncoder(FileEncoder):
         self._sink.flush()  # the footer into ``out``
 
     def stats(self) -> Tuple[ColumnStats, ...]:
-        """From the footer just written (``FileMetaData``), per leaf column."""
+        """From the footer just written (``FileMetaData``), per leaf column; float and double
+        columns with the NaNs of the batches written."""
         assert self._writer is not None, "close() makes the footer"
-        return parquet_footer_stats(self._writer.writer.metadata)
+        return tuple(
+            replace(s, nan_count=self._nans[s.column]) if s.column in self._nans else s
+            for s in parquet_footer_stats(self._writer.writer.metadata)
+        )
 
 
 def dictionary_columns(table: pa.Table) -> Union[bool, List[str]]:

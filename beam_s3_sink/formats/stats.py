@@ -2,7 +2,8 @@
 and Redshift's ``MANIFEST VERBOSE`` give them: in each ``CopiedFile`` and manifest entry.
 Parquet's come from the writer's footer, CSV/text's from the batches encoded. Values are
 JSON-ready (ISO text for temporal values); NaN is left out of min/max, and strings longer
-than :data:`MAX_TEXT` keep only their null count.
+than :data:`MAX_TEXT` keep only their null count. Parquet's float and double columns also
+count their NaNs (:func:`nan_counts`, over the batches encoded), as Iceberg's writers do.
 """
 
 from __future__ import annotations
@@ -11,24 +12,26 @@ import datetime
 import decimal
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ColumnStats", "StatsCounter", "parquet_footer_stats", "stats_json", "stats_from_json"]
+__all__ = ["ColumnStats", "StatsCounter", "nan_counts", "parquet_footer_stats", "stats_json", "stats_from_json"]
 
 MAX_TEXT = 64
 
 
 @dataclass(frozen=True)
 class ColumnStats:
-    """One column of one data file: ``null_count``, and ``min``/``max`` (None when unknown)."""
+    """One column of one data file: ``null_count``, ``min``/``max`` (None when unknown), and
+    ``nan_count`` (float and double columns of Parquet files; None otherwise)."""
 
     column: str
     null_count: int
     min: Any = None
     max: Any = None
+    nan_count: Optional[int] = None
 
 
 def _plain(value: Any) -> Any:
@@ -140,13 +143,46 @@ def parquet_footer_stats(metadata: Any) -> Tuple[ColumnStats, ...]:
     )
 
 
+def nan_counts(data: Union[pa.Table, pa.RecordBatch]) -> Dict[str, int]:
+    """The NaNs of each float and double leaf column of ``data``, by its Parquet path (``"f"``,
+    ``"s.x"``, ``"xs.list.element"``; map values are not counted).
+
+    >>> nan_counts(pa.table({"f": [1.0, float("nan"), None], "xs": [[float("nan")], [], None], "n": [1, 2, 3]}))
+    {'f': 1, 'xs.list.element': 1}
+    """
+    out: Dict[str, int] = {}
+    for field, column in zip(data.schema, data.columns):
+        _count_nans(column, field.type, field.name, out)
+    return out
+
+
+def _count_nans(array: Any, typ: pa.DataType, path: str, out: Dict[str, int]) -> None:
+    if pa.types.is_float32(typ) or pa.types.is_float64(typ):
+        out[path] = out.get(path, 0) + (pc.sum(pc.is_nan(array)).as_py() or 0)
+    elif pa.types.is_struct(typ):
+        for i in range(typ.num_fields):
+            _count_nans(pc.struct_field(array, [i]), typ.field(i).type, f"{path}.{typ.field(i).name}", out)
+    elif pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        _count_nans(pc.list_flatten(array), typ.value_type, f"{path}.list.element", out)
+
+
 def stats_json(stats: Tuple[ColumnStats, ...]) -> Dict[str, Dict[str, Any]]:
-    """The manifest form: ``{column: {"null_count": n, "min": ..., "max": ...}}``."""
-    return {s.column: {"null_count": s.null_count, "min": s.min, "max": s.max} for s in stats}
+    """The manifest form: ``{column: {"null_count": n, "min": ..., "max": ...}}`` (and
+    ``"nan_count"`` where counted)."""
+    return {
+        s.column: {
+            "null_count": s.null_count,
+            "min": s.min,
+            "max": s.max,
+            **({"nan_count": s.nan_count} if s.nan_count is not None else {}),
+        }
+        for s in stats
+    }
 
 
 def stats_from_json(body: Optional[Dict[str, Dict[str, Any]]]) -> Tuple[ColumnStats, ...]:
     """The inverse of :func:`stats_json`."""
     return tuple(
-        ColumnStats(name, int(v.get("null_count", 0)), v.get("min"), v.get("max")) for name, v in (body or {}).items()
+        ColumnStats(name, int(v.get("null_count", 0)), v.get("min"), v.get("max"), v.get("nan_count"))
+        for name, v in (body or {}).items()
     )

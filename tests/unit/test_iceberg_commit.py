@@ -20,7 +20,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.transforms import DayTransform
+from pyiceberg.transforms import BucketTransform, DayTransform
 from pyiceberg.types import LongType, NestedField, TimestampType
 
 from beam_s3_sink.formats.stats import parquet_footer_stats
@@ -315,15 +315,20 @@ def test_partition_values_plain_or_python(catalog):
     as_text = TableFile(f.uri, f.rows, f.bytes, f.stats, (("day", "2024-01-02"), ("region", "eu"), ("n", 7)))
     assert data_file(table, f).partition == data_file(table, as_text).partition
     assert list(data_file(table, f).partition) == ["eu", 7, (D2 - datetime.date(1970, 1, 1)).days]
-    with pytest.raises(ValueError, match="no value for partition column 'day'"):
+    with pytest.raises(ValueError, match="no value for partition field 'day' \\(day; given: \\['n', 'region'\\]\\)"):
         data_file(table, TableFile(f.uri, 1, 1, (), (("region", "eu"), ("n", 7))))
 
 
-def test_a_non_identity_partition_is_refused(catalog):
+def test_a_transform_partition_is_typed_as_its_result(catalog):
     schema = Schema(NestedField(1, "ts", TimestampType()), NestedField(2, "v", LongType()))
-    spec = PartitionSpec(PartitionField(source_id=1, field_id=1000, transform=DayTransform(), name="ts_day"))
+    spec = PartitionSpec(
+        PartitionField(source_id=1, field_id=1000, transform=DayTransform(), name="ts_day"),
+        PartitionField(source_id=2, field_id=1001, transform=BucketTransform(8), name="v_bucket"),
+    )
     table = catalog.create_table("ns.days", schema=schema, partition_spec=spec)
-    with pytest.raises(ValueError, match="partition field 'ts_day' is day\\(ts\\)"):
+    f = TableFile("file:///x.parquet", 1, 1, (), (("ts_day", "2024-01-02"), ("v_bucket", 3)))
+    assert list(data_file(table, f).partition) == [(D2 - datetime.date(1970, 1, 1)).days, 3]
+    with pytest.raises(ValueError, match="no value for partition field 'ts_day' \\(day\\(ts\\); given: \\['ts'\\]\\)"):
         data_file(table, TableFile("file:///x.parquet", 1, 1, (), (("ts", datetime.datetime(2024, 1, 1)),)))
 
 
@@ -501,3 +506,154 @@ def test_importing_the_module_needs_no_pyiceberg():
     subprocess.run(
         [sys.executable, "-c", code], check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
     )
+
+
+# -- partitions of any spec ------------------------------------------------------------------
+
+TRANSFORMED = ("day(ts)", "bucket(4, id)", "truncate(3, name)", "region")
+
+
+def write_routed(table: Table, prefix: str, data: pa.Table, spec_id=None) -> List[TableFile]:
+    """Files as the upload step writes them: ``data`` split by the table's current spec
+    (:class:`TableLayout`), one Parquet file per partition, each with its partition record."""
+    from beam_s3_sink.table_layout import TableLayout
+
+    layout = TableLayout.of(table.spec(), table.schema())
+    schema = file_schema(table.schema())
+    files = []
+    for i, part_ in enumerate(layout.split(data.cast(schema).combine_chunks().to_batches()[0], schema)):
+        f = write(table, f"{prefix}/{part_.directory}/f{i}", pa.Table.from_batches([part_.rows]), part_.partition)
+        files.append(
+            TableFile(f.uri, f.rows, f.bytes, f.stats, f.partition, layout.spec_id if spec_id is None else spec_id)
+        )
+    return files
+
+
+def transformed_rows(ids: Sequence[int]) -> pa.Table:
+    out = rows("eu", 1, D1, ids).to_pylist()
+    for row in out:
+        row["region"] = ["", None, "eu", "null"][row["id"] % 4]
+        row["name"] = [None, "", "ab", "abcdef", "abcxyz"][row["id"] % 5]
+    return pa.Table.from_pylist(out, ARROW)
+
+
+def test_a_transformed_spec_commits_typed_records_that_every_filter_finds(catalog):
+    """Files routed by day, bucket, truncate and identity: each file's partition record is
+    typed as Iceberg wants it (pyiceberg's inspect shows the values), and pyiceberg's scans
+    with filters on each source column (pruned by those records) return exactly the rows."""
+    from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, IsNull, LessThan
+
+    table = make_table(catalog, partition_by=TRANSFORMED)
+    assert [str(f.transform) for f in table.spec().fields] == ["day", "bucket[4]", "truncate[3]", "identity"]
+    data = transformed_rows(range(40))
+    files = write_routed(table, "a", data)
+    commit(table, files, "append", sink_id="s1")
+    assert read(table) == expected(data)
+    partitions = {tuple(p.values()) for p in table.inspect.files().column("partition").to_pylist()}
+    assert {p[0] for p in partitions} == {D1, None}  # day(ts): a date; ts is null in every 4th row
+    assert {p[1] for p in partitions} == {0, 1, 2, 3}  # bucket(4, id)
+    assert {p[2] for p in partitions} == {None, "", "ab", "abc"}
+    assert {p[3] for p in partitions} == {"", None, "eu", "null"}
+
+    source = data.to_pylist()
+    noon = datetime.datetime(2024, 1, 1, 12)
+    filters = {
+        "region = ''": (EqualTo("region", ""), lambda r: r["region"] == ""),
+        "region IS NULL": (IsNull("region"), lambda r: r["region"] is None),
+        "region = 'null'": (EqualTo("region", "null"), lambda r: r["region"] == "null"),
+        "name = ''": (EqualTo("name", ""), lambda r: r["name"] == ""),
+        "name IS NULL": (IsNull("name"), lambda r: r["name"] is None),
+        "name = 'abcdef'": (EqualTo("name", "abcdef"), lambda r: r["name"] == "abcdef"),
+        "id = 13": (EqualTo("id", 13), lambda r: r["id"] == 13),
+        "ts in 12:10-12:20": (
+            And(GreaterThanOrEqual("ts", "2024-01-01T12:10:00"), LessThan("ts", "2024-01-01T12:20:00")),
+            lambda r: (
+                r["ts"] is not None
+                and noon + datetime.timedelta(minutes=10) <= r["ts"] < noon + datetime.timedelta(minutes=20)
+            ),
+        ),
+        "ts IS NULL": (IsNull("ts"), lambda r: r["ts"] is None),
+    }
+    for label, (row_filter, keep) in filters.items():
+        got = sorted(table.scan(row_filter=row_filter).to_arrow().column("id").to_pylist())
+        assert got == sorted(r["id"] for r in source if keep(r)), label
+        assert got, label  # each filter finds rows
+
+
+def test_overwrite_partitions_replaces_the_transformed_partitions_written(catalog):
+    table = make_table(catalog, partition_by=("bucket(4, id)",))
+    first = transformed_rows(range(40))
+    commit(table, write_routed(table, "a", first), "append", sink_id="s1")
+    second = transformed_rows([100, 104, 108])  # bucket(4) of these is one bucket
+    files = write_routed(table, "b", second)
+    assert len({f.partition for f in files}) == 1
+    ((_, bucket),) = files[0].partition
+    commit(table, files, "overwrite_partitions", sink_id="s2")
+    kept = [r for r in first.to_pylist() if r["id"] is None or _bucket4(r["id"]) != bucket]
+    assert len(kept) < first.num_rows
+    assert read(table) == sorted(kept + second.to_pylist(), key=lambda r: r["id"])
+
+
+def _bucket4(value: int) -> int:
+    from pyiceberg.transforms import BucketTransform
+
+    return BucketTransform(4).transform(LongType())(value)
+
+
+def test_a_spec_changed_since_the_files_were_written_fails_the_commit(catalog):
+    table = make_table(catalog, partition_by=("region",))
+    files = write_routed(table, "a", transformed_rows(range(8)))
+    with table.update_spec() as update:
+        update.add_field("id", BucketTransform(4), "id_bucket")
+    with pytest.raises(
+        ValueError,
+        match="the table's partition spec changed while the copy ran: its files are "
+        "partitioned by spec 0 \\(region\\), the table's is now spec 1 \\(region, bucket\\(4, id\\)\\)",
+    ):
+        commit(table, files, "append", sink_id="s1")
+    assert table.current_snapshot() is None
+
+
+def test_files_of_the_current_spec_after_an_evolution(catalog):
+    """Old files stay in their spec; a copy in the evolved spec adds its files with it, and an
+    overwrite_partitions replaces only current-spec files (as Iceberg's ReplacePartitions)."""
+    table = make_table(catalog, partition_by=("region",))
+    old = transformed_rows(range(8))
+    commit(table, write_routed(table, "a", old), "append", sink_id="s1")
+    with table.update_spec() as update:
+        update.add_field("ts", DayTransform(), "ts_day")
+    table = catalog.load_table("ns.t")
+    new = transformed_rows(range(8, 16))
+    commit(table, write_routed(table, "b", new), "append", sink_id="s2")
+    again = transformed_rows(range(16, 20))
+    commit(table, write_routed(table, "c", again), "overwrite_partitions", sink_id="s3")
+    specs = sorted(table.inspect.files().column("spec_id").to_pylist())
+    assert specs == [0] * 4 + [1] * 4  # 4 regions: old ones kept, the new spec's replaced
+    assert read(table) == expected(old, again)
+
+
+def test_nan_counts_of_float_and_double_columns(catalog):
+    from beam_s3_sink.formats import ParquetFormat
+
+    table = make_table(catalog, partition_by=())
+    data = rows("eu", 1, D1, range(6))
+    data = data.set_column(2, "f", pa.array([float("nan"), 1.0, None, float("nan"), float("nan"), 2.0]))
+    schema = file_schema(table.schema())
+    uri = f"{table.location()}/data/nan.parquet"
+    os.makedirs(os.path.dirname(uri[len("file://") :]), exist_ok=True)
+    with open(uri[len("file://") :], "wb") as out:
+        encoder = ParquetFormat(types="exact").open(schema, out, 2**30)
+        for batch in data.cast(schema).to_batches():
+            encoder.write(batch)
+        encoder.close()
+    stats = encoder.stats()
+    assert {s.column: s.nan_count for s in stats if s.nan_count is not None} == {"f": 3}
+    f = TableFile(uri, 6, os.path.getsize(uri[len("file://") :]), stats)
+    df = data_file(table, f)
+    f_id = table.schema().find_field("f").field_id
+    assert df.nan_value_counts == {f_id: 3}
+    commit(table, [f], "append", sink_id="s1")
+    (row,) = table.inspect.files().to_pylist()
+    assert dict(row["nan_value_counts"]) == {f_id: 3}
+    assert row["readable_metrics"]["f"]["nan_value_count"] == 3
+    assert row["readable_metrics"]["f"]["lower_bound"] == 1.0 and row["readable_metrics"]["f"]["upper_bound"] == 2.0

@@ -93,3 +93,37 @@ def test_json_round_trip():
     }
     assert stats_from_json(stats_json(stats)) == stats
     assert stats_from_json(None) == ()
+
+
+def test_nan_counts_per_float_leaf_and_in_the_manifest_form():
+    from beam_s3_sink.formats.stats import nan_counts
+
+    nan = float("nan")
+    table = pa.table(
+        {
+            "d": [nan, 1.0, None, nan],
+            "f": pa.array([1.0, 2.0, 3.0, nan], pa.float32()),
+            "s": pa.array([{"x": nan}, {"x": 1.0}, None, {"x": nan}]),
+            "xs": [[nan, nan], None, [], [1.0]],
+            "i": [1, 2, 3, 4],
+        }
+    )
+    assert nan_counts(table) == {"d": 2, "f": 1, "s.x": 2, "xs.list.element": 2}
+    stats = (ColumnStats("d", 1, 1.0, 1.0, 2), ColumnStats("i", 0, 1, 4))
+    assert stats_json(stats) == {
+        "d": {"null_count": 1, "min": 1.0, "max": 1.0, "nan_count": 2},
+        "i": {"null_count": 0, "min": 1, "max": 4},
+    }
+    assert stats_from_json(stats_json(stats)) == stats
+
+
+def test_parquet_files_count_their_nans_over_every_batch():
+    from beam_s3_sink.formats import ParquetFormat
+
+    nan = float("nan")
+    schema = pa.schema([("d", pa.float64()), ("xs", pa.list_(pa.float32())), ("n", pa.int64())])
+    encoder = ParquetFormat(row_group_size=1024).open(schema, io.BytesIO(), 2**30)
+    for i in range(50):
+        encoder.write(pa.record_batch([[nan, float(i)], [[nan], [1.0, nan]], [i, i]], schema=schema))
+    encoder.close()
+    assert {s.column: s.nan_count for s in encoder.stats()} == {"d": 50, "xs.list.element": 100, "n": None}

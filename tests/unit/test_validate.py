@@ -85,3 +85,15 @@ def test_validate_rows_in_a_pipeline_gives_one_result():
             | beam.Map(lambda r: (r.dry_run, r.rows, r.invalid_rows, r.ok))
         )
         assert_that(out, equal_to([(True, 2, 1, False)]))
+
+
+def test_a_tables_partitions_are_checked_by_its_transforms():
+    from beam_s3_sink.iceberg_commit import iceberg_schema
+    from beam_s3_sink.table_layout import TableLayout
+
+    layout = TableLayout.of(*reversed(iceberg_schema(SCHEMA, ["bucket(4, id)", "truncate(2, day)"])))
+    report = check(
+        [{"id": i, "day": ["", None, "abc"][i % 3]} for i in range(9)] + [{"id": "x"}], ParquetFormat(), layout
+    )
+    assert (report.rows, report.invalid_rows) == (10, 1)
+    assert "row 9: " in report.invalid[0] and "column 'id' expects int64" in report.invalid[0]

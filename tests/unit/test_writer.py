@@ -370,3 +370,32 @@ def test_write_settings_repr_shows_no_s3_settings():
     config = S3Config(access_key_id="AKIAREPRKEY", secret_access_key="repr-secret")
     text = repr(WriteSettings(KEYS, config, CsvFormat(), SCHEMA, 2**30))
     assert "AKIAREPRKEY" not in text and "repr-secret" not in text and "sink_id='s1'" in text
+
+
+def test_a_table_layout_routes_by_transform_and_reports_each_files_partition(fake_s3, pool):
+    """A table's layout: directories as Iceberg names them, every column kept in the files, and
+    each pending file carries its partition record; ``None`` and ``"null"`` share a directory
+    but never a file."""
+    from beam_s3_sink.iceberg_commit import iceberg_schema
+    from beam_s3_sink.table_layout import TableLayout
+
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    layout = TableLayout.of(*reversed(iceberg_schema(schema, ["name", "bucket(2, id)"])))
+    w = writer(fake_s3, pool, schema=schema, layout=layout)
+    for i, name in enumerate(["", None, "null", "", None]):
+        w.add({"id": i, "name": name})
+    report = w.finish()
+    bodies = complete(fake_s3, report)
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import LongType
+
+    bucket = BucketTransform(2).transform(LongType())
+    assert [bucket(i) for i in range(5)] == [0, 0, 0, 1, 0]
+    found = {f.partition: (f.key.rsplit("/", 1)[0], bodies[f.key]) for f in report.files}
+    assert found == {
+        (("name", ""), ("id_bucket", 0)): ("p/name=/id_bucket=0", b'0,""\n'),
+        (("name", ""), ("id_bucket", 1)): ("p/name=/id_bucket=1", b'3,""\n'),
+        (("name", None), ("id_bucket", 0)): ("p/name=null/id_bucket=0", b"1,\n4,\n"),
+        (("name", "null"), ("id_bucket", 0)): ("p/name=null/id_bucket=0", b"2,null\n"),
+    }
+    assert len({f.key for f in report.files}) == 4

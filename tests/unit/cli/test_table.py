@@ -162,6 +162,11 @@ TABLE = ["--source", "generate:10", "--table", "ns.t", "--catalog", CATALOG]
         (["--source", "generate:10", "--table", "orders", "--catalog", "prod"], "^--table must be NAMESPACE.TABLE"),
         (["--source", "generate:10", "--table", "a.b", "--catalog", "{oops"], "^--catalog is not valid JSON"),
         (TABLE + ["--partition_by", "nope"], "^--partition_by column 'nope' is not in the source's schema"),
+        (TABLE + ["--partition_by", "day(nope)"], "^--partition_by column 'nope' is not in the source's schema"),
+        (
+            TABLE + ["--partition_by", "week(ordered_at)"],
+            "^--partition_by: partition_by 'week\\(ordered_at\\)': unknown",
+        ),
         (TABLE, "^--catalog: the sql catalog sqlite:////nonexistent/dir/c.db does not load: "),
     ],
 )
@@ -169,6 +174,11 @@ def test_table_usage_errors_name_the_flag_and_no_secret(argv, says):
     with pytest.raises(UsageError, match=says) as caught:
         plan_copy(argv)
     assert SECRET not in str(caught.value)
+
+
+def test_partition_by_takes_transforms_for_a_table():
+    plan = plan_copy(TABLE + ["--dry-run", "--partition_by", "days(ordered_at),bucket(16, order_id),country"])
+    assert [str(e) for e in plan.transform._partition_by] == ["day(ordered_at)", "bucket(16, order_id)", "country"]
 
 
 def test_a_dry_run_into_a_table_touches_no_catalog():
