@@ -156,7 +156,7 @@ class _CompleteFn(_S3DoFn):
             else:
                 if committed is not None:
                     yield committed
-                    yield from self._bad_rows_out(unit)
+                yield from self._bad_rows_out(unit)  # also of a unit that had no good row
                 return
         else:
             self._abandon(report.files, unit=unit)

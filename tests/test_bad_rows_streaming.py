@@ -1,0 +1,117 @@
+"""Dead letters in a stream (``max_bad_rows``, per unit), with Beam's streaming test idioms:
+a ``TestStream`` that puts good, bad and late rows in one window, and ``assert_that`` on the
+dead-letter output, on the runners that run ``TestStream`` (the DirectRunner in streaming mode,
+and Prism).
+
+    watermark 0 ─▶ window [0,10): 8 good rows, 2 bad (a string id, a NUL the CSV cannot hold)
+                   window [10,20): 5 good rows
+                   window [20,30): 3 bad rows, 1 good (more than max_bad_rows=2: the unit fails)
+    watermark 35 ─▶ [0,10) [10,20) [20,30) fire
+    LATE into [0,10): 1 good row, 1 bad row (allowed lateness: one more unit, or two)
+    watermark to infinity
+
+Each committed unit holds exactly its good rows; each dead letter names its column and its
+unit; the unit with one bad row too many commits nothing and outputs no dead letter; a pane of
+bad rows only commits nothing either (no result) but outputs its dead letters.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import List, Tuple
+
+import apache_beam as beam
+import pyarrow as pa
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing import test_stream
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms import trigger, window
+
+from beam_s3_sink import CopyToS3, CsvFormat
+from helpers import pending_uploads, read_manifest
+from test_streaming import keep_result, load_results, stream_args
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+GOOD = [(i, i % 10) for i in range(8)] + [(10 + i, 10 + i) for i in range(5)] + [(30, 21)]
+BAD = [("x", 1, "id"), (9, 2, "name"), ("y", 22, "id"), ("z", 23, "id"), (33, 24, "name")]
+LATE_GOOD, LATE_BAD = (40, 5), ("late", 6, "id")
+NUL = "nul\x00"
+
+
+def _row(i, t, bad_column=None):
+    return window.TimestampedValue({"id": i, "name": NUL if bad_column == "name" else f"n{i}"}, t)
+
+
+def events() -> test_stream.TestStream:
+    return (
+        test_stream.TestStream()
+        .advance_watermark_to(0)
+        .add_elements([_row(i, t) for i, t in GOOD] + [_row(i, t, c) for i, t, c in BAD])
+        .advance_watermark_to(35)
+        .add_elements([_row(*LATE_GOOD), _row(*LATE_BAD)])
+        .advance_watermark_to_infinity()
+    )
+
+
+def window_of(unit_id: str) -> str:
+    """``19700101T000000Z-19700101T000010Z`` of a unit id (its pane left out)."""
+    return unit_id.rsplit("-p", 1)[0]
+
+
+W0, W2 = "19700101T000000Z-19700101T000010Z", "19700101T000020Z-19700101T000030Z"
+
+
+@pytest.fixture(params=("direct", "prism"))
+def stream_runner(request) -> Tuple[str, List[str]]:
+    return request.param, stream_args(request.param, request)
+
+
+def test_dead_letters_of_a_stream_carry_their_unit(stream_runner, s3_config, s3_client, bucket, tmp_path):
+    _, args = stream_runner
+    out = tmp_path / "results"
+    out.mkdir()
+    with beam.Pipeline(options=PipelineOptions(args)) as p:
+        rows = (
+            p
+            | "Events" >> events()
+            | "Fixed"
+            >> beam.WindowInto(
+                window.FixedWindows(10),
+                trigger=trigger.AfterWatermark(late=trigger.AfterCount(1)),
+                accumulation_mode=trigger.AccumulationMode.DISCARDING,
+                allowed_lateness=100,
+            )
+        )
+        copy = CopyToS3(
+            f"s3://{bucket}/dl",
+            format=CsvFormat(),
+            schema=SCHEMA,
+            s3=s3_config,
+            sink_id="dl",
+            max_bad_rows=2,
+            fail_on_error=False,
+        )
+        outputs = rows | "Copy" >> copy.with_bad_rows()
+        _ = outputs.results | "Keep" >> beam.Map(keep_result, str(out))
+        letters = outputs.bad_rows | "Letters" >> beam.Map(
+            lambda b: (json.loads(b.element)["id"], b.column, window_of(b.unit), b.sink_id)
+        )
+        expected = [("x", "id", W0, "dl"), (9, "name", W0, "dl"), ("late", "id", W0, "dl")]
+        assert_that(letters, equal_to(expected))
+
+    results = load_results(str(out))
+    failed = [r for r in results if not r.ok]
+    assert [window_of(r.unit.id) for r in failed] == [W2]
+    assert "more than max_bad_rows=2 allows" in failed[0].error
+    committed = {r.unit.id: r for r in results if r.ok}
+    on_time = committed[f"{W0}-p0"]
+    assert (on_time.rows, on_time.bad_rows) == (8, 2)
+    assert sum(r.rows for r in committed.values()) == 8 + 5 + 1  # [0,10) and its late row, [10,20)
+    # The late rows make one pane, or two (as the runner bundles them): a pane of bad rows
+    # only commits nothing and reports no result, but outputs its dead letter (asserted above).
+    assert sum(r.bad_rows for r in committed.values()) in (2, 3)
+    for unit_id, result in committed.items():
+        manifest = read_manifest(s3_client, bucket, f"dl/_dl-{unit_id}.manifest.json")
+        assert manifest["bad_rows"] == result.bad_rows and manifest["rows"] == result.rows
+    assert pending_uploads(s3_client, bucket) == []
