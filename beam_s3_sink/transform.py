@@ -10,6 +10,11 @@ The package's architecture, in one picture (each box names the module that owns 
                                        elements become batches)     grouped: by writer   writer.py,        uploads, manifest, sentinel)
                                                                     group or batch no.  formats/, s3.py)
 
+    max_bad_rows (bad_rows.py): a bad row is found where it is bad, by bisection (Batch: a row or an Arrow
+    value that does not fit; Write: a value the format cannot encode), and travels with the data
+          Batch ──(key, dead-letter blob)──▶ Write ──UploadReport.dead_letters──▶ Complete: the limit, on the
+          copy's (a unit's) total ─▶ once committed: BadRow* (tagged "bad_rows") ─▶ .with_bad_rows().bad_rows
+
     inside Write, per open file:  batches ─▶ encode thread ─▶ format encoder ─▶ MultipartStream ─▶ S3 parts
                                   (≤ ENCODE_AHEAD queued)     (one row group,   (part_size buffers, ≤ max_concurrency
                                                                or lines)          in flight; never completed here)
