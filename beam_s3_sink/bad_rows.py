@@ -27,6 +27,8 @@ from typing import Any, Callable, List, Mapping, NamedTuple, Optional, Sequence,
 import apache_beam as beam
 import pyarrow as pa
 
+from .errors import CopyToS3Error
+
 __all__ = ["BadRow", "BadRowLimit", "CopyOutputs", "bisect", "element_json", "BAD_ROWS_TAG"]
 
 BAD_ROWS_TAG = "bad_rows"
@@ -199,7 +201,7 @@ def too_many(limit: BadRowLimit, bad: Sequence[BadRow], seen: int) -> str:
     return f"{len(bad)} bad rows, more than max_bad_rows={limit} allows (of {seen} rows); the first: {first}"
 
 
-class TooManyBadRows(Exception):
+class TooManyBadRows(CopyToS3Error):
     """Raised by :func:`bisect` once more bad items are found than its ``max_bad``; ``bad``
     holds the (index, error) pairs found."""
 
