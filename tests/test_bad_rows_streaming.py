@@ -13,6 +13,11 @@ and Prism).
 Each committed unit holds exactly its good rows; each dead letter names its column and its
 unit; the unit with one bad row too many commits nothing and outputs no dead letter; a pane of
 bad rows only commits nothing either (no result) but outputs its dead letters.
+
+Then a 15 s ``PeriodicImpulse`` stream (test_streaming_runners.py's) on Prism and on Flink with
+one bad row in every 50, in 5 s windows, ``max_bad_rows=10``: every unit lands exactly its
+window's good rows, counts its bad ones (result and manifest), and each bad row is one dead
+letter carrying its unit.
 """
 
 from __future__ import annotations
@@ -114,4 +119,88 @@ def test_dead_letters_of_a_stream_carry_their_unit(stream_runner, s3_config, s3_
     for unit_id, result in committed.items():
         manifest = read_manifest(s3_client, bucket, f"dl/_dl-{unit_id}.manifest.json")
         assert manifest["bad_rows"] == result.bad_rows and manifest["rows"] == result.rows
+    assert pending_uploads(s3_client, bucket) == []
+
+
+# A PeriodicImpulse stream on Prism and Flink, with bad rows in every window ------------------------
+BAD_EVERY = 50  # id i % 50 == 7 is a bad row (a string id): 5 in each 5 s window of 250 rows
+
+
+class ToRowWithBad(beam.DoFn):
+    """test_streaming_runners.ToRow, with every ``BAD_EVERY``-th row made bad (its id a string)."""
+
+    def __init__(self, impulse) -> None:
+        from test_streaming_runners import ToRow
+
+        self._to_row = ToRow(impulse)
+
+    def process(self, t, at=beam.DoFn.TimestampParam):
+        for row in self._to_row.process(t, at):
+            if row["id"] % BAD_EVERY == 7:
+                row = {"id": f"bad-{row['id']}", "at_us": row["at_us"]}
+            yield row
+
+
+def keep_letter(letter, out_dir: str) -> None:
+    import os
+    import pickle
+    import uuid
+
+    with open(os.path.join(out_dir, uuid.uuid4().hex + ".pickle"), "xb") as f:
+        pickle.dump(letter, f)
+
+
+@pytest.mark.parametrize("runner_name", ["prism", "flink"])
+def test_a_periodic_stream_with_bad_rows_lands_each_units_good_rows(
+    runner_name, request, s3_config, s3_client, bucket, tmp_path
+):
+    from conftest import runner_args
+    from test_streaming_runners import (
+        PRISM_QUIET_S,
+        WINDOW_S,
+        Impulse,
+        flink_streaming,
+        one_per_unit,
+        run_stream,
+    )
+    from test_streaming_runners import (
+        SCHEMA as IMPULSE_SCHEMA,
+    )
+
+    source_s = 15
+    if runner_name == "prism":
+        args, server = runner_args("prism", request) + ["--streaming"], None
+    else:
+        args = runner_args("flink", request) + flink_streaming(source_s)
+        server = request.getfixturevalue("flink_job_server")
+    impulse = Impulse.from_now(source_s, PRISM_QUIET_S if runner_name == "prism" else 0)
+    results_dir, letters_dir = tmp_path / "results", tmp_path / "letters"
+    results_dir.mkdir()
+    letters_dir.mkdir()
+
+    def build(p):
+        rows = p | "Impulse" >> impulse.source() | "Rows" >> beam.ParDo(ToRowWithBad(impulse))
+        windowed = rows | "Fixed" >> beam.WindowInto(window.FixedWindows(WINDOW_S))
+        copy = CopyToS3(f"s3://{bucket}/dl", schema=IMPULSE_SCHEMA, s3=s3_config, sink_id="dl", max_bad_rows=10)
+        outputs = windowed | "Copy" >> copy.with_bad_rows()
+        _ = outputs.results | "Keep" >> beam.Map(keep_result, str(results_dir))
+        _ = outputs.bad_rows | "KeepLetters" >> beam.Map(keep_letter, str(letters_dir))
+
+    run_stream(args, build, 240, server, restarts_fail=runner_name == "flink")
+
+    results, again = one_per_unit(load_results(str(results_dir)))
+    assert again == 0 and all(r.ok for r in results), [r.error for r in results]
+    units = impulse.unit_ids()  # unit id -> the ids in its window
+    bad = {u: [i for i in ids if i % BAD_EVERY == 7] for u, ids in units.items()}
+    by_unit = {r.unit.id: r for r in results}
+    assert sorted(by_unit) == sorted(units)
+    for unit_id, result in by_unit.items():
+        good = [i for i in units[unit_id] if i % BAD_EVERY != 7]
+        assert (result.rows, result.bad_rows) == (len(good), len(bad[unit_id])), unit_id
+        manifest = read_manifest(s3_client, bucket, f"dl/_dl-{unit_id}.manifest.json")
+        assert (manifest["rows"], manifest["bad_rows"]) == (len(good), len(bad[unit_id]))
+    letters = load_results(str(letters_dir))
+    got = sorted((b.unit, int(json.loads(b.element)["id"].split("-")[1])) for b in letters)
+    assert got == sorted((u, i) for u, ids in bad.items() for i in ids)  # each once, with its unit
+    assert {(b.column, b.sink_id) for b in letters} == {("id", "dl")}
     assert pending_uploads(s3_client, bucket) == []
