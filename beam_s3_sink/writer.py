@@ -383,9 +383,7 @@ class FileWriter:
 
     def _check_encodes(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         try:
-            encoder = self._format.open(self._file_schema, io.BytesIO(), 2**62)
-            encoder.write(self._file_columns(batch))
-            encoder.close()
+            self._format.check_values(self._file_columns(batch))
         except ENCODE_ERRORS as exc:
             raise EncodeError(str(exc)) from exc
         return batch

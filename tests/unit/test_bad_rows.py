@@ -250,3 +250,20 @@ def test_assert_that_on_the_dead_letters(fake_s3, monkeypatch):
             equal_to([({"id": "two", "name": "b"}, "id", "s1")]),
         )
         assert_that(outputs.results | beam.Map(lambda r: (r.rows, r.bad_rows)), equal_to([(1, 1)]), label="Results")
+
+
+@pytest.mark.parametrize("graph", ["per_bundle", "grouped"])
+def test_a_value_parquet_cannot_hold_becomes_a_dead_letter(fake_s3, copy, graph):
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ns"))])  # written as microseconds
+    batch = pa.record_batch({"id": [1, 2, 3], "ts": pa.array([1000, 2001, 3000], pa.timestamp("ns"))}, schema=schema)
+    (result,), (bad,) = copy([batch], schema=schema, sink_id="s1", max_bad_rows=1, upload_graph=graph)
+    assert result.ok and (result.rows, result.bad_rows) == (2, 1)
+    assert bad.column == "ts" and json.loads(bad.element)["id"] == 2 and "cannot encode column 'ts'" in bad.reason
+
+
+def test_parquet_checks_only_the_columns_it_converts():
+    from beam_s3_sink import ParquetFormat
+
+    ParquetFormat().check_values(pa.record_batch({"id": [1]}))
+    with pytest.raises(ValueError, match="'ts'"):
+        ParquetFormat().check_values(pa.record_batch({"ts": pa.array([1], pa.timestamp("ns"))}))
