@@ -12,7 +12,9 @@ and Prism).
 
 Each committed unit holds exactly its good rows; each dead letter names its column and its
 unit; the unit with one bad row too many commits nothing and outputs no dead letter; a pane of
-bad rows only commits nothing either (no result) but outputs its dead letters.
+bad rows only commits nothing either (no result) but outputs its dead letters. The same rows go
+into an Iceberg table (``CopyToIceberg``), where Parquet holds the NUL: only the string ids are
+dead letters there, and every unit commits.
 
 Then a 15 s ``PeriodicImpulse`` stream (test_streaming_runners.py's) on Prism and on Flink with
 one bad row in every 50, in 5 s windows, ``max_bad_rows=10``: every unit lands exactly its
@@ -33,7 +35,7 @@ from apache_beam.testing import test_stream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import trigger, window
 
-from beam_s3_sink import CopyToS3, CsvFormat
+from beam_s3_sink import CopyToIceberg, CopyToS3, CsvFormat
 from helpers import pending_uploads, read_manifest
 from test_streaming import keep_result, load_results, stream_args
 
@@ -72,10 +74,15 @@ def stream_runner(request) -> Tuple[str, List[str]]:
     return request.param, stream_args(request.param, request)
 
 
-def test_dead_letters_of_a_stream_carry_their_unit(stream_runner, s3_config, s3_client, bucket, tmp_path):
+def test_dead_letters_of_a_stream_carry_their_unit(
+    stream_runner, s3_config, s3_client, bucket, tmp_path, iceberg_sqlite
+):
     _, args = stream_runner
-    out = tmp_path / "results"
+    out, table_out = tmp_path / "results", tmp_path / "table"
     out.mkdir()
+    table_out.mkdir()
+    catalog = dict(iceberg_sqlite.props, name=iceberg_sqlite.name)
+    table = f"badstreams.t{bucket.replace('-', '_')}"
     with beam.Pipeline(options=PipelineOptions(args)) as p:
         rows = (
             p
@@ -104,6 +111,15 @@ def test_dead_letters_of_a_stream_carry_their_unit(stream_runner, s3_config, s3_
         )
         expected = [("x", "id", W0, "dl"), (9, "name", W0, "dl"), ("late", "id", W0, "dl")]
         assert_that(letters, equal_to(expected))
+        # Into a table (Parquet holds a NUL): only the string ids are bad, 2 in [20,30) is within the limit.
+        into_table = CopyToIceberg(table, catalog=catalog, schema=SCHEMA, sink_id="dlt", max_bad_rows=2)
+        table_outputs = rows | "CopyTable" >> into_table.with_bad_rows()
+        _ = table_outputs.results | "KeepTable" >> beam.Map(keep_result, str(table_out))
+        table_letters = table_outputs.bad_rows | "TableLetters" >> beam.Map(
+            lambda b: (json.loads(b.element)["id"], b.column, window_of(b.unit), b.sink_id)
+        )
+        expected = [("x", "id", W0, "dlt"), ("y", "id", W2, "dlt"), ("z", "id", W2, "dlt"), ("late", "id", W0, "dlt")]
+        assert_that(table_letters, equal_to(expected), label="TableDeadLetters")
 
     results = load_results(str(out))
     failed = [r for r in results if not r.ok]
@@ -120,6 +136,14 @@ def test_dead_letters_of_a_stream_carry_their_unit(stream_runner, s3_config, s3_
         manifest = read_manifest(s3_client, bucket, f"dl/_dl-{unit_id}.manifest.json")
         assert manifest["bad_rows"] == result.bad_rows and manifest["rows"] == result.rows
     assert pending_uploads(s3_client, bucket) == []
+
+    from iceberg_catalogs import read_pyiceberg
+
+    table_results = load_results(str(table_out))
+    assert all(r.ok for r in table_results), [r.error for r in table_results]
+    good = sorted([i for i, _ in GOOD] + [i for i, _, c in BAD if c == "name"] + [LATE_GOOD[0]])
+    assert sorted(read_pyiceberg(iceberg_sqlite, table).column("id").to_pylist()) == good
+    assert sum(r.bad_rows for r in table_results) in (3, 4)  # the late bad row: its own pane, or not
 
 
 # A PeriodicImpulse stream on Prism and Flink, with bad rows in every window ------------------------
