@@ -4,8 +4,8 @@ column, a missing NOT NULL field, a dict where an int goes, and an Arrow batch w
 a NOT NULL column). With ``max_bad_rows=50`` exactly the 99,963 good rows land, in Parquet, in
 CSV and in an Iceberg table, and the 37 dead letters name each row's column and reason; with
 ``max_bad_rows=36`` the copy fails and leaves nothing (no data, no pending upload, no dead
-letter). The whole matrix runs on the in-process runner; one representative case on each job
-server's runner.
+letter). The whole matrix runs on the in-process runner; one representative case on each
+other runner (the multi-process and portable in-process ones, and each job server's).
 """
 
 from __future__ import annotations
@@ -144,7 +144,9 @@ def copied_ids(client, bucket: str, prefix: str, fmt: str) -> List[int]:
 
 
 CASES = [pytest.param("direct", v, id=f"direct-{v}") for v in ("parquet", "csv", "iceberg", "limit-36")] + [
-    pytest.param(r, "parquet", id=f"{r}-parquet") for r in ("prism", "flink", "spark")
+    pytest.param(r, v, id=f"{r}-{v}")
+    for r, v in (("multiprocess", "csv"), ("portable", "limit-36"), ("prism", "parquet"), ("flink", "parquet"))
+    + (("spark", "parquet"),)
 ]
 
 
