@@ -405,6 +405,8 @@ def _with_field_ids(schema: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
 def _result_of(table: Any, keys: CopyKeys, snapshot: Any, unit: Optional[StreamUnit] = None) -> CopyToResult:
     """The result of an earlier commit of this sink id, from its snapshot and the files of it
     that the table still holds (a stream's unit: from its snapshot alone, without files)."""
+    from .iceberg_commit import BAD_ROWS_PROPERTY
+
     summary, head = snapshot.summary, f"s3://{keys.location.bucket}/"
     files = [
         CopiedFile(f["file_path"], f["record_count"], f["file_size_in_bytes"])
@@ -416,6 +418,7 @@ def _result_of(table: Any, keys: CopyKeys, snapshot: Any, unit: Optional[StreamU
         sink_id=keys.sink_id,
         rows=int(summary["added-records"] or 0),
         bytes=int(summary["added-files-size"] or 0),
+        bad_rows=int(summary[BAD_ROWS_PROPERTY] or 0),
         files=tuple(sorted(files, key=lambda f: f.uri)),
         snapshot_id=snapshot.snapshot_id,
         unit=unit,
@@ -506,7 +509,13 @@ class _TableCompleteFn(_CompleteFn):
             table = self._catalog.load().load_table(self._name)
             evolve_to = schema if self._evolution is not None else None  # the files' schema, field ids decided at init
             snapshot_id = commit(
-                table, files, self._mode, keys.sink_id, unit.id if unit is not None else None, schema=evolve_to
+                table,
+                files,
+                self._mode,
+                keys.sink_id,
+                unit.id if unit is not None else None,
+                schema=evolve_to,
+                bad_rows=len(self._dead_letters),
             )
         except CopyToS3Error:
             raise

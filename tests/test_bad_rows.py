@@ -165,6 +165,10 @@ def test_bad_rows_are_left_out_up_to_the_limit(
         from iceberg_catalogs import read_pyiceberg
 
         assert sorted(read_pyiceberg(iceberg_sqlite, table).column("id").to_pylist()) == GOOD_IDS
+        from iceberg_catalogs import load as load_catalog
+
+        summary = load_catalog(iceberg_sqlite).load_table(table).current_snapshot().summary
+        assert summary["beam-s3-sink.bad-rows"] == "37"
         check_dead_letters(letters, sink_id)
         return
     fmt = "csv" if variant == "csv" else "parquet"

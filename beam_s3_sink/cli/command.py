@@ -454,7 +454,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         else:
             copied = rows | label >> transform  # checks the format against the schema
         result_path = None
-        if args.dry_run or (args.max_bad_rows and target is not None):  # a table's bad rows: from its result
+        if args.dry_run:
             import os
 
             result_path = os.path.join(progress_dir or tempfile.mkdtemp(prefix="beam-s3-copy-"), "result.pickle")
@@ -733,7 +733,7 @@ def print_table_summary(plan: CopyPlan, elapsed: float, console: Console) -> int
         ("bytes", f"{copy.bytes:,} ({_human(copy.bytes)})"),
     ]
     if plan.max_bad_rows:
-        table.append(("bad rows", _bad_rows_text(plan, _kept_bad_rows(plan))))
+        table.append(("bad rows", _bad_rows_text(plan, copy.bad_rows)))
     if copy.removed_files or plan.mode != "append":
         table.append(("replaced", f"{copy.removed_rows:,} rows in {copy.removed_files:,} file(s)"))
     table += [("time", f"{elapsed:.1f} s{rate}"), ("metadata", copy.metadata_location)]
@@ -745,23 +745,10 @@ def print_table_summary(plan: CopyPlan, elapsed: float, console: Console) -> int
     return 0
 
 
-def _bad_rows_text(plan: CopyPlan, count: Optional[int]) -> str:
+def _bad_rows_text(plan: CopyPlan, count: int) -> str:
     """The summary's ``bad rows`` value: how many were left out, and where they went."""
     where = f" (written to {plan.bad_rows_uri})" if plan.bad_rows_uri else ""
-    if count is None:
-        return f"left out: see the result{where}"
     return f"{count:,} left out{where}"
-
-
-def _kept_bad_rows(plan: CopyPlan) -> Optional[int]:
-    """The bad rows of the result the pipeline kept (local workers), else None."""
-    import pickle
-
-    try:
-        with open(plan.result_path or "", "rb") as f:
-            return int(pickle.load(f).bad_rows)
-    except (OSError, EOFError, pickle.UnpicklingError):
-        return None
 
 
 def _human(size: float) -> str:
