@@ -1027,3 +1027,16 @@ def test_bad_rows_needs_max_bad_rows(s3_endpoint, s3_client, bucket):
         s3_endpoint, "--source", "generate:10", "--output", f"s3://{bucket}/o", "--bad_rows", f"s3://{bucket}/r"
     )
     assert completed.returncode == 2 and "--bad_rows applies only with --max_bad_rows" in error_line(completed)
+
+
+def test_table_copy_with_max_bad_rows_says_how_many_were_left_out(iceberg_sqlite, tmp_path):
+    from iceberg_catalogs import read_pyiceberg
+
+    name, catalog = table_name(), catalog_file(tmp_path, iceberg_sqlite)
+    source = write_region_jsonl(tmp_path / "rows.jsonl", region_rows(range(50)))
+    done = table_cli(
+        "--source", source, "--schema", TABLE_SCHEMA, "--table", name, "--catalog", catalog, "--max_bad_rows", "1%"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  bad rows  0 left out" in done.stdout
+    assert read_pyiceberg(iceberg_sqlite, name).num_rows == 50
