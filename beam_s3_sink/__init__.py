@@ -17,6 +17,7 @@ True
 Every exception the package raises is a :class:`CopyToS3Error` (:mod:`.errors`).
 """
 
+from .bad_rows import BadRow, CopyOutputs
 from .cleanup import AbortReport, abort_copy
 from .config import S3Config
 from .errors import CommittedCopyError, CopyToS3Error
@@ -44,4 +45,6 @@ __all__ = [
     "abort_table_copy",
     "AbortReport",
     "CommittedCopyError",
+    "BadRow",
+    "CopyOutputs",
 ]

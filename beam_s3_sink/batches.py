@@ -6,11 +6,14 @@ of about ``BATCH_BYTES``. :class:`_BatchFn` (no side input, no S3, so runners fu
 whatever makes the rows) packs them into keyed Arrow IPC blobs for ``Write``: one blob per
 batch (:class:`Batches`, no copy) when the two steps are fused, blobs of about ``BLOB_BYTES`` (ZSTD) keyed by writer group
 or by ``num_batches`` batch number before a ``GroupByKey``. An element that does not fit travels as an
-error blob carrying its message, and the writer that receives it fails the copy with it.
+error blob carrying its message, and the writer that receives it fails the copy with it; with
+``max_bad_rows`` (:mod:`.bad_rows`) the bad rows found travel instead as a dead-letter blob
+(their JSON), which the writer counts in its report.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
@@ -21,13 +24,32 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from .arrow_hash import row_hashes
-from .arrow_input import ARROW_TYPES, conform_batches
+from .arrow_input import ARROW_TYPES, conform, conform_batches
+from .bad_rows import (
+    NO_BAD_ROWS,
+    BadRow,
+    BadRowLimit,
+    TooManyBadRows,
+    bisect,
+    column_of_arrow,
+    column_of_row,
+    element_json,
+)
 from .clients import NAMESPACE
 from .errors import CopyToS3Error
 from .keys import new_token
 from .schema import as_mapping, rows_to_batch
 
-__all__ = ["Batcher", "BlobError", "encode_blob", "decode_blob", "split_by_batch_number", "takes_batches"]
+__all__ = [
+    "Batcher",
+    "BlobError",
+    "encode_blob",
+    "decode_blob",
+    "encode_dead_letters",
+    "dead_letters_of",
+    "split_by_batch_number",
+    "takes_batches",
+]
 
 BATCH_BYTES = 4 * 2**20
 """Arrow bytes of a batch made from rows, about (its rows: ``BATCH_BYTES`` / bytes per row)."""
@@ -40,7 +62,7 @@ HANDLED = (CopyToS3Error, pa.ArrowException)
 """What fails a copy rather than its bundle: an element or a value that does not fit, a value
 a format cannot encode, a refused request. Anything else is a bug, left to fail the bundle
 (which the runner retries)."""
-_ARROW, _ERROR = b"A", b"E"
+_ARROW, _ERROR, _BAD = b"A", b"E", b"B"
 Key = Union[str, int]
 
 
@@ -58,14 +80,26 @@ class Batcher:
     []
 
     :meth:`add` raises :class:`~.errors.RowError` or :class:`~.errors.BatchError` (naming the
-    column, the value or both types) for an element that does not fit.
+    column, the value or both types) for an element that does not fit; with a ``limit`` that
+    lets bad rows through (``max_bad_rows``), a batch that does not convert is split
+    (:func:`~.bad_rows.bisect`) and its bad rows kept in :attr:`bad` instead, until more than
+    the limit's count are found (then it raises):
+
+    >>> batcher = Batcher(pa.schema([("id", pa.int64())]), limit=BadRowLimit(5))
+    >>> [b.num_rows for b in batcher.add(pa.table({"id": [1, 2]}))], batcher.add({"id": "x"})
+    ([2], [])
+    >>> [b.num_rows for b in batcher.flush()], [(b.element, b.column) for b in batcher.take_bad()]
+    ([], [('{"id": "x"}', 'id')])
     """
 
-    def __init__(self, schema: pa.Schema, batch_bytes: int = BATCH_BYTES) -> None:
+    def __init__(self, schema: pa.Schema, batch_bytes: int = BATCH_BYTES, limit: BadRowLimit = NO_BAD_ROWS) -> None:
         self.schema = schema
         self._batch_bytes = batch_bytes
         self._rows: List[Any] = []
         self._batch_rows = 1024  # rows per batch, from the last batch's bytes per row
+        self._limit = limit
+        self.bad: List[BadRow] = []  # found since the last take_bad()
+        self.bad_count = 0  # found in all
 
     def add(self, element: Any) -> List[pa.RecordBatch]:
         """The batches complete once ``element`` is taken (rows before an Arrow element first)."""
@@ -74,7 +108,7 @@ class Batcher:
             rows.append(element)
             return self._convert() if len(rows) >= self._batch_rows else []
         if isinstance(element, ARROW_TYPES):
-            return self._convert() + conform_batches(element, self.schema)
+            return self._convert() + self._conform(element)
         rows.append(as_mapping(element))
         return self._convert() if len(rows) >= self._batch_rows else []
 
@@ -82,14 +116,74 @@ class Batcher:
         """The rows held, as a batch (none if none are held)."""
         return self._convert()
 
+    def take_bad(self) -> List[BadRow]:
+        """The bad rows found since the last call (without sink id and unit: completion adds them)."""
+        bad, self.bad = self.bad, []
+        return bad
+
     def _convert(self) -> List[pa.RecordBatch]:
         rows, self._rows = self._rows, []
         if not rows:
             return []
-        batch = rows_to_batch(rows, self.schema)
+        try:
+            batch = rows_to_batch(rows, self.schema)
+        except HANDLED as exc:
+            if not self._limit.enabled:
+                raise
+            return self._split(rows, len(rows), lambda part: [rows_to_batch(part, self.schema)], _rows_slice, exc)
         per_row = max(1, batch.nbytes // batch.num_rows)
         self._batch_rows = max(1, min(MAX_BATCH_ROWS, self._batch_bytes // per_row))
         return [batch]
+
+    def _conform(self, data: Any) -> List[pa.RecordBatch]:
+        try:
+            return conform_batches(data, self.schema)
+        except HANDLED as exc:
+            if not self._limit.enabled:
+                raise
+            pieces = data.to_batches() if isinstance(data, pa.Table) else [data]
+            first: Optional[BaseException] = exc if len(pieces) == 1 else None
+            return [
+                batch
+                for piece in pieces
+                for batch in self._split(piece, piece.num_rows, self._conform_piece, _arrow_slice, first)
+            ]
+
+    def _conform_piece(self, piece: pa.RecordBatch) -> List[pa.RecordBatch]:
+        return conform_batches(piece, self.schema)
+
+    def _split(self, items: Any, size: int, convert: Any, split: Any, first: Optional[BaseException]) -> List[Any]:
+        """The batches of the good rows of ``items``; the bad ones become dead letters."""
+        bound = self._limit.local_bound()
+        left = None if bound is None else bound - self.bad_count
+        try:
+            good, bad = bisect(items, size, convert, split, HANDLED, left, first)
+        except TooManyBadRows as exc:
+            reason = str(exc.bad[0][1])
+            raise CopyToS3Error(
+                f"more than max_bad_rows={self._limit} bad rows in one bundle; the first: {reason}"
+            ) from exc.bad[0][1]
+        for index, error in bad:
+            self.bad.append(self._dead_letter(split(items, index, index + 1), error))
+        self.bad_count += len(bad)
+        return [batch for batches in good for batch in batches]
+
+    def _dead_letter(self, item: Any, error: BaseException) -> BadRow:
+        if isinstance(item, pa.RecordBatch):
+            row = item.to_pylist()[0]
+            column = column_of_arrow(item, self.schema, conform)
+        else:
+            row = item[0]
+            column = column_of_row(row, self.schema, rows_to_batch)
+        return BadRow(element_json(row), column, str(error), "", None)
+
+
+def _rows_slice(rows: Sequence[Any], start: int, stop: int) -> Sequence[Any]:
+    return rows[start:stop]
+
+
+def _arrow_slice(batch: pa.RecordBatch, start: int, stop: int) -> pa.RecordBatch:
+    return batch.slice(start, stop - start)
 
 
 def encode_blob(batches: List[pa.RecordBatch], schema: pa.Schema, compression: Optional[str] = "zstd") -> bytes:
@@ -107,15 +201,36 @@ def encode_blob(batches: List[pa.RecordBatch], schema: pa.Schema, compression: O
     return sink.getvalue().to_pybytes()
 
 
+def encode_dead_letters(bad: Sequence[BadRow]) -> bytes:
+    """Dead letters (element, column, reason) as one blob for ``Write``.
+
+    >>> dead_letters_of(encode_dead_letters([BadRow("{}", "id", "no", "", None)]))
+    (BadRow(element='{}', column='id', reason='no', sink_id='', unit=None),)
+    """
+    return _BAD + json.dumps([[b.element, b.column, b.reason] for b in bad]).encode("utf-8")
+
+
+def dead_letters_of(blob: Union[bytes, "Batches"]) -> Optional[Tuple[BadRow, ...]]:
+    """The dead letters a blob (or :class:`Batches`) carries, or None if it carries rows or an error."""
+    if isinstance(blob, Batches):
+        return blob.bad or None
+    if blob[:1] != _BAD:
+        return None
+    return tuple(BadRow(element, column, reason, "", None) for element, column, reason in json.loads(blob[1:]))
+
+
 class Batches:
     """Record batches handed from ``Batch`` to ``Write`` in one process (fused: no copy), or the
-    error that stopped them; its coder weighs it by ``nbytes``, encoding nothing, when Beam
-    samples element sizes, and encodes it as a blob only if a runner ever separates the steps."""
+    error that stopped them, or dead letters; its coder weighs it by ``nbytes``, encoding
+    nothing, when Beam samples element sizes, and encodes it as a blob only if a runner ever
+    separates the steps."""
 
-    __slots__ = ("batches", "error")
+    __slots__ = ("batches", "error", "bad")
 
-    def __init__(self, batches: Sequence[pa.RecordBatch] = (), error: Optional[str] = None) -> None:
-        self.batches, self.error = tuple(batches), error
+    def __init__(
+        self, batches: Sequence[pa.RecordBatch] = (), error: Optional[str] = None, bad: Sequence[BadRow] = ()
+    ) -> None:
+        self.batches, self.error, self.bad = tuple(batches), error, tuple(bad)
 
 
 class BatchesCoder(beam.coders.Coder):
@@ -129,9 +244,14 @@ class BatchesCoder(beam.coders.Coder):
     def encode(self, value: Batches) -> bytes:
         if value.error is not None:
             return _ERROR + value.error.encode()
+        if value.bad:
+            return encode_dead_letters(value.bad)
         return encode_blob(list(value.batches), value.batches[0].schema, None) if value.batches else b""
 
     def decode(self, encoded: bytes) -> Batches:
+        bad = dead_letters_of(encoded) if encoded else None
+        if bad is not None:
+            return Batches(bad=bad)
         try:
             return Batches(list(decode_blob(encoded)) if encoded else ())
         except BlobError as exc:
@@ -216,8 +336,10 @@ class _BatchFn(beam.DoFn):
         num_batches: Optional[int] = None,
         blob_bytes: int = BLOB_BYTES,
         group_bytes: int = GROUP_BYTES,
+        limit: BadRowLimit = NO_BAD_ROWS,
     ) -> None:
         self._schema = schema
+        self._limit = limit
         self._grouped = grouped
         self._num_batches = num_batches
         self._blob_bytes = blob_bytes if grouped else 0
@@ -229,7 +351,7 @@ class _BatchFn(beam.DoFn):
         self._in_group = 0  # Arrow bytes sent under the current group's key
 
     def start_bundle(self) -> None:
-        self._batcher = Batcher(self._schema)
+        self._batcher = Batcher(self._schema, limit=self._limit)
         self._held: Dict[Key, List[pa.RecordBatch]] = {}
         self._held_bytes = 0
         self._failed = False
@@ -241,13 +363,14 @@ class _BatchFn(beam.DoFn):
             batches = self._batcher.add(element)
         except HANDLED as exc:
             return self._refuse(exc)
-        return self._route(batches) if batches else ()
+        out = self._route(batches) if batches else []
+        return out + self._dead_letters() if self._batcher.bad else out
 
     def finish_bundle(self) -> Iterable[WindowedValue]:
-        out: List[Tuple[Key, bytes]] = []
+        out: List[Any] = []
         if not self._failed:
             try:
-                out = self._route(self._batcher.flush(), flush=True)
+                out = self._route(self._batcher.flush(), flush=True) + self._dead_letters()
             except HANDLED as exc:
                 out = self._refuse(exc)
         for pair in out:
@@ -273,6 +396,17 @@ class _BatchFn(beam.DoFn):
             self._group, self._in_group = self._group + 1, 0
         self._in_group += size
         return f"{self._instance}-{self._group:06d}"
+
+    def _dead_letters(self) -> List[Any]:
+        """The bad rows found since the last call, as one element for ``Write`` (the key of the
+        next blob, batch 0 with ``num_batches``)."""
+        bad = self._batcher.take_bad()
+        if not bad:
+            return []
+        if not self._grouped:
+            return [Batches(bad=bad)]
+        key: Key = 0 if self._num_batches else self._key("", 0)
+        return [(key, encode_dead_letters(bad))]
 
     def _refuse(self, exc: BaseException) -> List[Any]:
         """An error blob under the key of the next blob (batch 0 with ``num_batches``)."""

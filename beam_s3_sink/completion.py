@@ -20,7 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, List, Optional, Sequence
 
 import apache_beam as beam
+from apache_beam import pvalue
 
+from .bad_rows import BAD_ROWS_TAG, BadRow, too_many
 from .claim import CONDITIONAL, RELIST, release_claim
 from .cleanup import abort_uploads
 from .clients import _S3DoFn
@@ -51,17 +53,21 @@ class ReportAccumulator:
     report.
     """
 
-    __slots__ = ("files", "rows", "bytes", "error", "moved")
+    __slots__ = ("files", "rows", "bytes", "error", "moved", "dead_letters")
 
     def __init__(self) -> None:
         self.files: List[PendingFile] = []
+        self.dead_letters: List[Any] = []
         self.rows = 0
         self.bytes = 0
         self.error: Optional[str] = None
         self.moved = 0
 
-    def add(self, files: Sequence[PendingFile], rows: int, size: int, error: Optional[str]) -> None:
+    def add(
+        self, files: Sequence[PendingFile], rows: int, size: int, error: Optional[str], dead_letters: Sequence[Any] = ()
+    ) -> None:
         self.files.extend(files)
+        self.dead_letters.extend(dead_letters)
         self.moved += len(files)
         self.rows += rows
         self.bytes += size
@@ -69,7 +75,13 @@ class ReportAccumulator:
             self.error = error  # the smallest message: the same whatever the merge order
 
     def report(self) -> UploadReport:
-        return UploadReport(files=tuple(self.files), rows=self.rows, bytes=self.bytes, error=self.error)
+        return UploadReport(
+            files=tuple(self.files),
+            rows=self.rows,
+            bytes=self.bytes,
+            error=self.error,
+            dead_letters=tuple(self.dead_letters),
+        )
 
 
 class MergeReports(beam.CombineFn):
@@ -79,7 +91,7 @@ class MergeReports(beam.CombineFn):
         return ReportAccumulator()
 
     def add_input(self, accumulator: ReportAccumulator, report: UploadReport) -> ReportAccumulator:
-        accumulator.add(report.files, report.rows, report.bytes, report.error)
+        accumulator.add(report.files, report.rows, report.bytes, report.error, report.dead_letters)
         return accumulator
 
     def merge_accumulators(self, accumulators: Iterable[ReportAccumulator]) -> ReportAccumulator:
@@ -88,7 +100,9 @@ class MergeReports(beam.CombineFn):
             if merged is None:
                 merged = accumulator  # Beam lets the first accumulator be mutated and returned
                 continue
-            merged.add(accumulator.files, accumulator.rows, accumulator.bytes, accumulator.error)
+            merged.add(
+                accumulator.files, accumulator.rows, accumulator.bytes, accumulator.error, accumulator.dead_letters
+            )
             merged.moved += accumulator.moved
         return merged if merged is not None else ReportAccumulator()
 
@@ -118,6 +132,7 @@ class _CompleteFn(_S3DoFn):
         settings = init.settings or self._settings  # a table's, decided by its initialization
         self._keys, self._format, self._schema = settings.keys, settings.format, settings.schema
         unit = unit_of(window, pane) if self._stream else None
+        self._dead_letters: Sequence[BadRow] = report.dead_letters
         try:
             yield from self._finish(report, init, unit)
         finally:
@@ -127,7 +142,7 @@ class _CompleteFn(_S3DoFn):
         if init.done is not None:
             yield init.done
             return
-        error = init.error or report.error
+        error = init.error or report.error or self._too_many_bad_rows(report)
         if error is None:
             try:
                 committed = self._commit(report, init, unit)
@@ -141,6 +156,7 @@ class _CompleteFn(_S3DoFn):
             else:
                 if committed is not None:
                     yield committed
+                yield from self._bad_rows_out(unit)  # also of a unit that had no good row
                 return
         else:
             self._abandon(report.files, unit=unit)
@@ -159,6 +175,19 @@ class _CompleteFn(_S3DoFn):
     def _uri(self, init: InitOutcome) -> str:
         """Where the copy goes, as its result and its errors name it."""
         return self._keys.location.uri
+
+    # bad rows ---------------------------------------------------------------------------
+    def _too_many_bad_rows(self, report: UploadReport) -> Optional[str]:
+        """The error of a copy (a stream: a unit) with more bad rows than ``max_bad_rows``."""
+        bad, limit = report.dead_letters, self._settings.bad_rows
+        seen = report.rows + len(bad)
+        return None if limit.allows(len(bad), seen) else too_many(limit, bad, seen)
+
+    def _bad_rows_out(self, unit: Optional[StreamUnit]) -> Iterable[Any]:
+        """The committed copy's dead letters, with its sink id and unit, to the bad-rows output."""
+        sink_id, unit_id = self._keys.sink_id, unit.id if unit is not None else None
+        for bad in self._dead_letters:
+            yield pvalue.TaggedOutput(BAD_ROWS_TAG, bad._replace(sink_id=sink_id, unit=unit_id))
 
     # success ----------------------------------------------------------------------------
     def _commit(self, report: UploadReport, init: InitOutcome, unit: Optional[StreamUnit]) -> Optional[CopyToResult]:
@@ -258,6 +287,7 @@ class _CompleteFn(_S3DoFn):
             manifest_uri=keys.location.object_uri(key),
             warnings=tuple(warnings),
             unit=unit,
+            bad_rows=len(self._dead_letters),
         )
         body = manifest_json(
             result, self._format.describe(), schema_to_json(self._format.file_schema(self._schema), self._schema)

@@ -25,6 +25,7 @@ import pyarrow as pa
 from apache_beam.pvalue import PCollection
 from apache_beam.transforms.display import DisplayDataItem
 
+from .bad_rows import BadRowLimit, CopyOutputs
 from .cleanup import AbortReport, abort_uploads
 from .clients import _S3DoFn
 from .completion import _CompleteFn
@@ -47,10 +48,12 @@ from .transform import (
     _Initialize,
     _one_window,
     _Upload,
+    bad_rows_outputs,
     check_upload_graph,
     parse_size,
     refuse_for_streams,
     upload_graph,
+    with_bad_rows,
 )
 from .validate import validate_rows
 from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
@@ -89,8 +92,9 @@ class CopyToIceberg(beam.PTransform):
         partition spec, which ``partition_by``, when given, must name): column names (identity)
         and transforms, ``"day(ts)"`` (or ``days``; ``year``, ``month``, ``hour``),
         ``"bucket(16, id)"``, ``"truncate(4, name)"``.
-      schema, sink_id, errors, fail_on_error, validate_only,
-        max_open_files, upload_graph, triggering_frequency: as for :class:`~beam_s3_sink.CopyToS3`.
+      schema, sink_id, errors, fail_on_error, validate_only, max_open_files, upload_graph,
+        triggering_frequency, max_bad_rows: as for :class:`~beam_s3_sink.CopyToS3`
+        (``.with_bad_rows()`` too).
       schema_evolution: None (default): the copy must fit the table's schema, else it is
         refused before any upload, naming each column and both types; ``"add_columns"``: the
         copy's columns that the table lacks are added (optional), and the widenings Iceberg
@@ -118,8 +122,11 @@ class CopyToIceberg(beam.PTransform):
         label: Optional[str] = None,
         triggering_frequency: Optional[float] = None,
         schema_evolution: Optional[str] = None,
+        max_bad_rows: Union[int, str] = 0,
     ) -> None:
         super().__init__(label)
+        self._bad_rows = BadRowLimit.parse(max_bad_rows)
+        self._with_bad_rows = False
         if not isinstance(table, str) or "." not in table.strip(".") or "" in table.split("."):
             raise ValueError(f"CopyToIceberg: table must be 'namespace.table', got {table!r}")
         if mode not in MODES:
@@ -157,6 +164,11 @@ class CopyToIceberg(beam.PTransform):
     def sink_id(self) -> str:
         """The id that names this copy's files and its snapshot."""
         return self._sink_id
+
+    def with_bad_rows(self) -> "CopyToIceberg":
+        """This copy, whose output is a :class:`~beam_s3_sink.CopyOutputs` (``.results``,
+        ``.bad_rows``), as :meth:`beam_s3_sink.CopyToS3.with_bad_rows`."""
+        return with_bad_rows(self)
 
     def default_label(self) -> str:
         return f"CopyToIceberg({self._table})"
@@ -203,9 +215,19 @@ class CopyToIceberg(beam.PTransform):
         config = self._s3 or self._catalog.s3_config() or resolve_config(None, rows.pipeline.options)
         # Where the files go is the table's, known once initialization has loaded it.
         placeholder = CopyKeys(S3Location("iceberg-table", self._table.replace(".", "/")), self._sink_id)
-        settings = WriteSettings(placeholder, config, fmt, schema, self._max_file_size, layout, self._max_open_files)
+        settings = WriteSettings(
+            placeholder,
+            config,
+            fmt,
+            schema,
+            self._max_file_size,
+            layout,
+            self._max_open_files,
+            bad_rows=self._bad_rows,
+        )
         if self._validate_only:
-            return rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
+            results = rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
+            return bad_rows_outputs(CopyOutputs(results, None), self._with_bad_rows)
         given = self._max_file_size if self._file_size_given else None
         init_fn = _TableInitFn(
             self._table,
@@ -222,10 +244,10 @@ class CopyToIceberg(beam.PTransform):
         complete_fn = _TableCompleteFn(
             settings, self._fail_on_error, self._table, self._catalog, self._mode, stream, evolution=self._evolution
         )
-        results = reports | "Commit" >> _Complete(complete_fn, init, stream)
+        outputs = reports | "Commit" >> _Complete(complete_fn, init, stream, self._bad_rows)
         if stream:
-            _ = results | "Finish" >> _FinishStream(_TableFinishFn(settings, self._table, self._catalog), init)
-        return results
+            _ = outputs.results | "Finish" >> _FinishStream(_TableFinishFn(settings, self._table, self._catalog), init)
+        return bad_rows_outputs(outputs, self._with_bad_rows)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -383,6 +405,8 @@ def _with_field_ids(schema: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
 def _result_of(table: Any, keys: CopyKeys, snapshot: Any, unit: Optional[StreamUnit] = None) -> CopyToResult:
     """The result of an earlier commit of this sink id, from its snapshot and the files of it
     that the table still holds (a stream's unit: from its snapshot alone, without files)."""
+    from .iceberg_commit import BAD_ROWS_PROPERTY
+
     summary, head = snapshot.summary, f"s3://{keys.location.bucket}/"
     files = [
         CopiedFile(f["file_path"], f["record_count"], f["file_size_in_bytes"])
@@ -394,6 +418,7 @@ def _result_of(table: Any, keys: CopyKeys, snapshot: Any, unit: Optional[StreamU
         sink_id=keys.sink_id,
         rows=int(summary["added-records"] or 0),
         bytes=int(summary["added-files-size"] or 0),
+        bad_rows=int(summary[BAD_ROWS_PROPERTY] or 0),
         files=tuple(sorted(files, key=lambda f: f.uri)),
         snapshot_id=snapshot.snapshot_id,
         unit=unit,
@@ -484,7 +509,13 @@ class _TableCompleteFn(_CompleteFn):
             table = self._catalog.load().load_table(self._name)
             evolve_to = schema if self._evolution is not None else None  # the files' schema, field ids decided at init
             snapshot_id = commit(
-                table, files, self._mode, keys.sink_id, unit.id if unit is not None else None, schema=evolve_to
+                table,
+                files,
+                self._mode,
+                keys.sink_id,
+                unit.id if unit is not None else None,
+                schema=evolve_to,
+                bad_rows=len(self._dead_letters),
             )
         except CopyToS3Error:
             raise
@@ -502,6 +533,7 @@ class _TableCompleteFn(_CompleteFn):
             warnings=tuple(warnings),
             snapshot_id=snapshot_id,
             unit=unit,
+            bad_rows=len(self._dead_letters),
         )
 
 

@@ -59,6 +59,7 @@ logger = logging.getLogger(__name__)
 MODES = ("append", "overwrite", "overwrite_partitions")
 SINK_ID_PROPERTY = "beam-s3-sink.sink-id"
 UNIT_PROPERTY = "beam-s3-sink.unit"
+BAD_ROWS_PROPERTY = "beam-s3-sink.bad-rows"  # max_bad_rows: the rows left out, when any
 
 
 class CommitConflictError(CopyToS3Error):
@@ -444,6 +445,7 @@ def commit(
     unit: Optional[str] = None,
     max_attempts: int = 5,
     schema: Optional[pa.Schema] = None,
+    bad_rows: int = 0,
 ) -> int:
     """Commit one snapshot that adds exactly ``files``, and return its id.
 
@@ -458,7 +460,8 @@ def commit(
     files of an older spec stay; an unpartitioned table has one partition). ``files`` must be
     partitioned by the current spec (pyiceberg adds files with it): a spec that changed since
     they were written fails the commit with ValueError. The snapshot summary names ``sink_id`` (and ``unit``, a stream's window or
-    pane) in :data:`SINK_ID_PROPERTY` and :data:`UNIT_PROPERTY`.
+    pane) in :data:`SINK_ID_PROPERTY` and :data:`UNIT_PROPERTY`, and ``bad_rows`` (the rows
+    ``max_bad_rows`` left out), when any, in :data:`BAD_ROWS_PROPERTY`.
 
     No ``files`` still commits a snapshot: ``overwrite`` then empties the table,
     ``overwrite_partitions`` removes nothing, and ``append`` adds nothing; each records the
@@ -487,6 +490,8 @@ def commit(
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
     properties = {SINK_ID_PROPERTY: sink_id, **({UNIT_PROPERTY: unit} if unit is not None else {})}
+    if bad_rows:
+        properties[BAD_ROWS_PROPERTY] = str(bad_rows)
     last: Optional[Exception] = None
     for attempt in range(1, max_attempts + 1):
         if attempt > 1:

@@ -1,7 +1,8 @@
 """The manifest a finished copy writes (``P/_ID-manifest.json``; a stream's unit:
 ``P/_ID-<unit>.manifest.json``), and reading it back: Amazon Redshift's ``COPY ... MANIFEST``
 entries (``url``, ``mandatory``, ``meta.content_length``, ``meta.record_count``, plus
-``meta.columns`` statistics), then the totals, the format, the schema and a stream's ``unit``.
+``meta.columns`` statistics), then the totals (``bad_rows``: the rows left out as dead letters),
+the format, the schema and a stream's ``unit``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def manifest_json(result: CopyToResult, format_description: Dict[str, Any], sche
         "rows": result.rows,
         "bytes": result.bytes,
         "files": len(result.files),
+        "bad_rows": result.bad_rows,
         "format": format_description,
         "schema": schema_json,
     }
@@ -67,6 +69,7 @@ def result_from_manifest(data: bytes, manifest_uri: str) -> CopyToResult:
         files=files,
         manifest_uri=manifest_uri,
         unit=_unit(body.get("unit")),
+        bad_rows=int(body.get("bad_rows", 0)),
     )
 
 

@@ -38,6 +38,9 @@ class UploadReport:
     rows: int = 0
     bytes: int = 0
     error: Optional[str] = None
+    # max_bad_rows: the rows left out (beam_s3_sink.bad_rows.BadRow, sink id and unit not set
+    # yet), from Batch's dead-letter blobs and the writer's own screening.
+    dead_letters: Tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ class CopyToResult:
         their position and the reason.
       snapshot_id: a table target's snapshot that holds the copy (``CopyToIceberg``).
       unit: a streaming copy's unit (its window and pane); None for a bounded copy.
+      bad_rows: the rows left out as dead letters (``max_bad_rows``; see :mod:`.bad_rows`).
     """
 
     uri: str
@@ -98,6 +99,7 @@ class CopyToResult:
     invalid: Tuple[str, ...] = ()
     snapshot_id: Optional[int] = None
     unit: Optional[StreamUnit] = None
+    bad_rows: int = 0
 
     @property
     def ok(self) -> bool:

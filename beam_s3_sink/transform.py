@@ -10,6 +10,11 @@ The package's architecture, in one picture (each box names the module that owns 
                                        elements become batches)     grouped: by writer   writer.py,        uploads, manifest, sentinel)
                                                                     group or batch no.  formats/, s3.py)
 
+    max_bad_rows (bad_rows.py): a bad row is found where it is bad, by bisection (Batch: a row or an Arrow
+    value that does not fit; Write: a value the format cannot encode), and travels with the data
+          Batch ──(key, dead-letter blob)──▶ Write ──UploadReport.dead_letters──▶ Complete: the limit, on the
+          copy's (a unit's) total ─▶ once committed: BadRow* (tagged "bad_rows") ─▶ .with_bad_rows().bad_rows
+
     inside Write, per open file:  batches ─▶ encode thread ─▶ format encoder ─▶ MultipartStream ─▶ S3 parts
                                   (≤ ENCODE_AHEAD queued)     (one row group,   (part_size buffers, ≤ max_concurrency
                                                                or lines)          in flight; never completed here)
@@ -40,6 +45,7 @@ from apache_beam.pvalue import AsList, AsSingleton, PCollection
 from apache_beam.transforms.display import DisplayDataItem
 from apache_beam.transforms.window import GlobalWindows
 
+from .bad_rows import BAD_ROWS_TAG, NO_BAD_ROWS, BadRow, BadRowLimit, CopyOutputs
 from .batches import Batches, _ArrowBatchFn, _BatchFn, _StreamBatchFn, takes_batches
 from .completion import MergeReports, _CompleteFn
 from .config import S3Config, resolve_config
@@ -172,6 +178,11 @@ class CopyToS3(beam.PTransform):
         ``"per_bundle"`` or ``"grouped"``.
       triggering_frequency: seconds; for an unbounded PCollection in the global window,
         commit it in event-time intervals of this length (``FixedWindows``), one unit each.
+      max_bad_rows: how many bad rows (a row that does not fit the schema, a value the format
+        cannot encode) the copy leaves out instead of failing: a count, or a percentage of
+        the rows such as ``"0.1%"``; a stream's limit holds per unit. Default 0: the first bad
+        row fails the copy. The rows left out are counted (``CopyToResult.bad_rows``, the
+        manifest) and, with :meth:`with_bad_rows`, output as dead letters (:mod:`.bad_rows`).
 
     An unbounded PCollection (a stream) is committed unit by unit (:mod:`.stream`): each pane
     its windows' trigger fires, or each ``triggering_frequency`` interval in the global window,
@@ -198,8 +209,11 @@ class CopyToS3(beam.PTransform):
         validate_only: bool = False,
         upload_graph: str = "auto",
         triggering_frequency: Optional[float] = None,
+        max_bad_rows: Union[int, str] = 0,
     ) -> None:
         super().__init__(label)
+        self._bad_rows = BadRowLimit.parse(max_bad_rows)
+        self._with_bad_rows = False
         self._location = parse_s3_uri(uri)
         self._format = resolve_format(format)
         self._schema = schema
@@ -235,6 +249,17 @@ class CopyToS3(beam.PTransform):
         """The id that names every object this copy writes."""
         return self._sink_id
 
+    def with_bad_rows(self) -> "CopyToS3":
+        r"""This copy, whose output is a :class:`~.bad_rows.CopyOutputs`: ``.results`` (the
+        ``CopyToResult``\ s) and ``.bad_rows`` (the dead letters, :class:`~.bad_rows.BadRow`,
+        a PCollection with a Beam schema), as Beam's ``with_exception_handling`` does.
+
+        >>> copy = CopyToS3("s3://bucket/orders", schema=pa.schema([("id", pa.int64())]), max_bad_rows=50)
+        >>> copy.with_bad_rows() is not copy
+        True
+        """
+        return with_bad_rows(self)
+
     def expand(self, rows: PCollection) -> PCollection:
         stream = not rows.is_bounded
         if stream:
@@ -257,18 +282,28 @@ class CopyToS3(beam.PTransform):
             )
         keys = CopyKeys(self._location, self._sink_id)
         settings = self._settings = WriteSettings(
-            keys, config, self._format, schema, self._max_file_size, self._layout, self._max_open_files
+            keys,
+            config,
+            self._format,
+            schema,
+            self._max_file_size,
+            self._layout,
+            self._max_open_files,
+            bad_rows=self._bad_rows,
         )
         if self._validate_only:  # dry run: no S3 request at all (see .validate)
-            return rows | "Validate" >> validate_rows(settings)
+            return bad_rows_outputs(
+                CopyOutputs(rows | "Validate" >> validate_rows(settings), None), self._with_bad_rows
+            )
         init_fn = _InitializeFn(keys, config, self._if_exists, stream)
         init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph, self._num_batches)
         reports = rows | "Upload" >> _Upload(settings, graph, self._num_batches, init, stream)
-        results = reports | "Complete" >> _Complete(_CompleteFn(settings, self._fail_on_error, stream), init, stream)
+        complete = _Complete(_CompleteFn(settings, self._fail_on_error, stream), init, stream, self._bad_rows)
+        outputs = reports | "Complete" >> complete
         if stream:
-            _ = results | "Finish" >> _FinishStream(_FinishStreamFn(settings), init)
-        return results
+            _ = outputs.results | "Finish" >> _FinishStream(_FinishStreamFn(settings), init)
+        return bad_rows_outputs(outputs, self._with_bad_rows)
 
     def default_label(self) -> str:
         return f"CopyToS3({self._location.uri})"
@@ -309,6 +344,9 @@ class CopyToS3(beam.PTransform):
             "triggering_frequency": DisplayDataItem(
                 self._triggering_frequency, label="Triggering frequency (s)"
             ).drop_if_none(),
+            "max_bad_rows": DisplayDataItem(str(self._bad_rows), label="Bad rows left out, at most").drop_if_default(
+                "0"
+            ),
             "s3_endpoint": DisplayDataItem(
                 None if config is None else _without_user_info(config.endpoint_url), label="S3 endpoint"
             ).drop_if_none(),
@@ -337,6 +375,28 @@ def refuse_for_streams(transform: str, **options: bool) -> None:
     for option, is_set in options.items():
         if is_set:
             raise CopyToS3Error(f"{transform}: the input is unbounded, which takes no {_NOT_FOR_STREAMS[option]}")
+
+
+def with_bad_rows(transform: Any) -> Any:
+    """A copy of ``transform`` (``CopyToS3``, ``CopyToIceberg``) whose output is a
+    :class:`~.bad_rows.CopyOutputs` (the results, and the dead letters)."""
+    import copy
+
+    twin = copy.copy(transform)
+    twin._with_bad_rows = True
+    return twin
+
+
+def bad_rows_outputs(outputs: CopyOutputs, with_bad_rows: bool) -> Any:
+    """A copy's output: its results, or with ``with_bad_rows`` the :class:`CopyOutputs`, whose
+    dead letters are an empty PCollection where none can be (``max_bad_rows`` 0; a dry run,
+    which leaves no row out but reports them, see :mod:`.validate`)."""
+    if not with_bad_rows:
+        return outputs.results
+    if outputs.bad_rows is not None:
+        return outputs
+    none = outputs.results.pipeline | "NoBadRows" >> beam.Create([]).with_output_types(BadRow)
+    return CopyOutputs(outputs.results, none)
 
 
 def _one_window(pcoll: PCollection, what: str, label: str = "InGlobalWindow") -> PCollection:
@@ -405,7 +465,7 @@ class _Upload(beam.PTransform):
             batch_fn = _StreamBatchFn
         else:
             batch_fn = _ArrowBatchFn if takes_batches(rows.element_type) else _BatchFn
-        batch = beam.ParDo(batch_fn(self._settings.schema, grouped, self._num_batches))
+        batch = beam.ParDo(batch_fn(self._settings.schema, grouped, self._num_batches, limit=self._settings.bad_rows))
         if grouped:
             blobs = rows | "Batch" >> batch | "Group" >> beam.GroupByKey()
         else:
@@ -415,16 +475,24 @@ class _Upload(beam.PTransform):
 
 class _Complete(beam.PTransform):
     """Step 3 (:mod:`.completion`): the reports merged into one, then committed (or abandoned)
-    by ``complete_fn`` into the one ``CopyToResult``; a stream's, per window firing (a unit)."""
+    by ``complete_fn`` into the one ``CopyToResult``; a stream's, per window firing (a unit).
+    Its output: the results and the dead letters of the copies committed (``bad_rows``; None
+    when ``max_bad_rows`` is 0: no bad row is ever left out)."""
 
-    def __init__(self, complete_fn: beam.DoFn, init: PCollection, stream: bool = False) -> None:
+    def __init__(
+        self, complete_fn: beam.DoFn, init: PCollection, stream: bool = False, bad_rows: BadRowLimit = NO_BAD_ROWS
+    ) -> None:
         super().__init__()
         self._complete_fn, self._init, self._stream = complete_fn, init, stream
+        self._bad_rows = bad_rows
 
-    def expand(self, reports: PCollection) -> PCollection:
+    def expand(self, reports: PCollection) -> CopyOutputs:
         merge = beam.CombineGlobally(MergeReports())
-        return (
-            reports
-            | "Merge" >> (merge.without_defaults() if self._stream else merge)
-            | "Run" >> beam.ParDo(self._complete_fn, AsSingleton(self._init))
-        )
+        merged = reports | "Merge" >> (merge.without_defaults() if self._stream else merge)
+        run = beam.ParDo(self._complete_fn, AsSingleton(self._init))
+        if not self._bad_rows.enabled:
+            return CopyOutputs(merged | "Run" >> run, None)
+        outputs = merged | "Run" >> run.with_outputs(BAD_ROWS_TAG, main="results")
+        bad_rows = outputs[BAD_ROWS_TAG]
+        bad_rows.element_type = BadRow
+        return CopyOutputs(outputs.results, bad_rows)

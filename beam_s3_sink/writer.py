@@ -7,7 +7,10 @@ partitions at most ``max_open_files`` batches' worth of rows waiting for their d
 file (past that, the largest waiting run is written). Batches are encoded on the writer's
 encode thread when it has one, with at most ``ENCODE_AHEAD`` queued, so that the caller
 converts the next rows while pyarrow (which releases the GIL) encodes. The first error stops
-the writer, aborts what it had open and becomes its report's error.
+the writer, aborts what it had open and becomes its report's error. With ``max_bad_rows``
+(``WriteSettings.bad_rows``) each batch is first encoded into memory that is dropped, and the
+rows of a batch that fails are found by :func:`~.bad_rows.bisect` and left out as dead letters,
+counted in the report with those ``Batch`` sent.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from typing import Any, Callable, Deque, Dict, Hashable, List, Optional, Tuple, 
 import pyarrow as pa
 
 from .arrow_input import conform
-from .batches import BATCH_BYTES, HANDLED, Batcher, Batches, BlobError, decode_blob
+from .bad_rows import BadRow, BadRowLimit, TooManyBadRows, bisect, element_json
+from .batches import BATCH_BYTES, HANDLED, Batcher, Batches, BlobError, dead_letters_of, decode_blob
 from .config import S3Config
 from .errors import EncodeError
 from .formats.base import ENCODE_ERRORS, FileEncoder, Format
@@ -58,6 +62,7 @@ class WriteSettings:
     max_file_size: int
     layout: Partitioning = Layout()  # Hive directories, or a table's TableLayout (.table_layout)
     max_open_files: int = DEFAULT_MAX_OPEN_FILES
+    bad_rows: BadRowLimit = BadRowLimit()  # max_bad_rows (.bad_rows): 0, the first bad row fails the copy
 
     def __post_init__(self) -> None:
         opened = self.max_open_files
@@ -73,6 +78,10 @@ def _encodes(fmt: Format, batch: pa.RecordBatch) -> bool:
     except ENCODE_ERRORS:  # we only ask whether it works
         return False
     return True
+
+
+def _slice(batch: pa.RecordBatch, start: int, stop: int) -> pa.RecordBatch:
+    return batch.slice(start, stop - start)
 
 
 def _show_value(array: pa.Array, row: int, limit: int = 80) -> str:
@@ -144,6 +153,8 @@ class FileWriter:
         self._current: Optional[_Sequence] = None
         self._done: List[PendingFile] = []
         self._reported = 0  # files of self._done given to on_file
+        self._limit: BadRowLimit = settings.bad_rows
+        self.dead_letters: List[BadRow] = []  # from Batch's blobs and from screening
         self.error: Optional[str] = None
 
     # input ------------------------------------------------------------------------------
@@ -152,17 +163,23 @@ class FileWriter:
         if self.error is not None:
             return
         if self._batcher is None:
-            self._batcher = Batcher(self._settings.schema, self._buffer_bytes)
+            self._batcher = Batcher(self._settings.schema, self._buffer_bytes, self._limit)
         try:
             batches = self._batcher.add(element)
         except HANDLED as exc:
             self._fail(exc)
             return
+        self.dead_letters.extend(self._batcher.take_bad())
         for batch in batches:
             self.add_batch(batch)
 
     def add_blob(self, blob: Union[bytes, Batches]) -> None:
-        """Take the batches of a blob (:func:`~.batches.decode_blob`); an error blob fails the writer."""
+        """Take the batches of a blob (:func:`~.batches.decode_blob`); an error blob fails the
+        writer; a dead-letter blob's rows are kept for the report."""
+        bad = dead_letters_of(blob)
+        if bad is not None:
+            self.dead_letters.extend(bad)
+            return
         try:
             for batch in decode_blob(blob):
                 self.add_batch(batch)
@@ -176,6 +193,10 @@ class FileWriter:
         try:
             if batch.schema is not self._settings.schema and not batch.schema.equals(self._settings.schema):
                 batch = conform(batch, self._settings.schema)  # a table's types (int into long)
+            if self._limit.enabled:
+                batch = self._screen(batch)
+                if not batch.num_rows:
+                    return
             if not self._layout.partition_by:
                 self._encode(self._sequence(Part("", (), batch)), [batch])
                 return
@@ -209,7 +230,10 @@ class FileWriter:
         if self.error is not None:
             return UploadReport(error=self.error)
         return UploadReport(
-            files=tuple(self._done), rows=sum(f.rows for f in self._done), bytes=sum(f.bytes for f in self._done)
+            files=tuple(self._done),
+            rows=sum(f.rows for f in self._done),
+            bytes=sum(f.bytes for f in self._done),
+            dead_letters=tuple(self.dead_letters),
         )
 
     @property
@@ -332,6 +356,10 @@ class FileWriter:
     def _explain_encode_error(self, batch: pa.RecordBatch, exc: BaseException) -> str:
         """Name the column and the value the format could not encode (on the error path only:
         it re-encodes the batch column by column, then that column row by row)."""
+        return self._explain(batch, exc)[1]
+
+    def _explain(self, batch: pa.RecordBatch, exc: BaseException) -> Tuple[Optional[str], str]:
+        """(the column, the message) of :meth:`_explain_encode_error`."""
         what = f"the {self._format.name} format cannot encode"
         for index, field in enumerate(self._file_schema):
             column = batch.select([index])
@@ -340,9 +368,52 @@ class FileWriter:
             for row in range(column.num_rows):
                 if not _encodes(self._format, column.slice(row, 1)):
                     value = _show_value(column.column(0), row)
-                    return f"{what} column {field.name!r} ({field.type}), value {value}: {type(exc).__name__}: {exc}"
-            return f"{what} column {field.name!r} ({field.type}): {type(exc).__name__}: {exc}"
-        return f"{what} a row: {type(exc).__name__}: {exc}"
+                    why = f"{what} column {field.name!r} ({field.type}), value {value}: {type(exc).__name__}: {exc}"
+                    return field.name, why
+            return field.name, f"{what} column {field.name!r} ({field.type}): {type(exc).__name__}: {exc}"
+        return None, f"{what} a row: {type(exc).__name__}: {exc}"
+
+    # bad rows -----------------------------------------------------------------------------
+    def _file_columns(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch``'s columns that the files hold (a partition column may be left out)."""
+        if batch.schema.names == self._file_schema.names:
+            return batch
+        columns = [batch.column(name) for name in self._file_schema.names]
+        return pa.RecordBatch.from_arrays(columns, schema=self._file_schema)
+
+    def _check_encodes(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        try:
+            self._format.check_values(self._file_columns(batch))
+        except ENCODE_ERRORS as exc:
+            raise EncodeError(str(exc)) from exc
+        return batch
+
+    def _screen(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` without the rows the format cannot encode (each a dead letter)."""
+        try:
+            self._check_encodes(batch)
+            return batch
+        except EncodeError as exc:
+            first: BaseException = exc.__cause__ or exc
+        bound = self._limit.local_bound()
+        left = None if bound is None else bound - len(self.dead_letters)
+        try:
+            good, bad = bisect(batch, batch.num_rows, self._check_encodes, _slice, ENCODE_ERRORS, left)
+        except TooManyBadRows as too_many:
+            index, error = too_many.bad[0]
+            reason = self._explain(self._file_columns(batch.slice(index, 1)), error.__cause__ or error)[1]
+            raise EncodeError(
+                f"more than max_bad_rows={self._limit} bad rows in one writer; the first: {reason}"
+            ) from error
+        for index, error in bad:
+            row = batch.slice(index, 1)
+            column, reason = self._explain(self._file_columns(row), error.__cause__ or error or first)
+            self.dead_letters.append(BadRow(element_json(row.to_pylist()[0]), column, reason, "", None))
+        return (
+            pa.Table.from_batches(good, schema=batch.schema).combine_chunks().to_batches()[0]
+            if good
+            else batch.slice(0, 0)
+        )
 
     def _fail(self, exc: BaseException) -> None:
         for future in self._encoding:  # let the encode thread go idle before aborting

@@ -976,3 +976,67 @@ def test_a_rerun_whose_snapshot_expired_leaves_the_table_readable(iceberg_sqlite
     assert again.returncode == 0, again.stdout + again.stderr
     ids = sorted(read_pyiceberg(iceberg_sqlite, name).column("id").to_pylist())
     assert ids == sorted(list(range(20)) + list(range(10))), "every file the table references is still there"
+
+
+def test_max_bad_rows_leaves_values_the_format_cannot_encode_out_and_writes_them(s3_endpoint, s3_client, bucket):
+    rows = expected_rows(200)
+    for i in (5, 90, 170):
+        rows[i]["name"] = f"NUL\x00 {i}"  # PostgreSQL's CSV cannot hold a NUL character
+    s3_client.put_object(Bucket=bucket, Key="in/a.jsonl", Body=jsonl(rows))
+    base = ["--source", f"s3://{bucket}/in/a.jsonl", "--schema", SCHEMA, "--format", "csv"]
+    completed = cli(
+        s3_endpoint,
+        *base,
+        "--output",
+        f"s3://{bucket}/out",
+        "--sink_id",
+        "dl",
+        "--max_bad_rows",
+        "5",
+        "--bad_rows",
+        f"s3://{bucket}/rejects",
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert summary(completed.stdout)["rows"] == "197"
+    assert f"  bad rows  3 left out (written to s3://{bucket}/rejects)" in completed.stdout
+    assert read_manifest(s3_client, bucket, "out/_dl-manifest.json")["bad_rows"] == 3
+    (key,) = data_keys(s3_client, bucket, "rejects/")
+    letters = [json.loads(line) for line in get_bytes(s3_client, bucket, key).decode().splitlines()]
+    assert sorted(json.loads(b["element"])["id"] for b in letters) == [5, 90, 170]
+    assert {(b["column"], b["sink_id"], b["unit"]) for b in letters} == {("name", "dl", None)}
+    assert all("cannot encode column 'name'" in b["reason"] for b in letters)
+
+    failed = cli(
+        s3_endpoint,
+        *base,
+        "--output",
+        f"s3://{bucket}/out2",
+        "--max_bad_rows",
+        "2",
+        "--bad_rows",
+        f"s3://{bucket}/rejects2",
+    )
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "max_bad_rows=2" in error_line(failed)
+    assert data_keys(s3_client, bucket, "out2/") == [] and data_keys(s3_client, bucket, "rejects2/") == []
+    assert pending_uploads(s3_client, bucket) == []
+
+
+def test_bad_rows_needs_max_bad_rows(s3_endpoint, s3_client, bucket):
+    completed = cli(
+        s3_endpoint, "--source", "generate:10", "--output", f"s3://{bucket}/o", "--bad_rows", f"s3://{bucket}/r"
+    )
+    assert completed.returncode == 2 and "--bad_rows applies only with --max_bad_rows" in error_line(completed)
+
+
+def test_table_copy_with_max_bad_rows_says_how_many_were_left_out(iceberg_sqlite, tmp_path):
+    from iceberg_catalogs import read_pyiceberg
+
+    name, catalog = table_name(), catalog_file(tmp_path, iceberg_sqlite)
+    source = write_region_jsonl(tmp_path / "rows.jsonl", region_rows(range(50)))
+    done = table_cli(
+        "--source", source, "--schema", TABLE_SCHEMA, "--table", name, "--catalog", catalog, "--max_bad_rows", "1%"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  bad rows  0 left out" in done.stdout
+    assert read_pyiceberg(iceberg_sqlite, name).num_rows == 50

@@ -253,6 +253,19 @@ def build_parser() -> argparse.ArgumentParser:
         "as ID-batch-<bbbb>-<nnnn> files (a rerun of the same data writes the same keys; default: "
         "no shuffle, each worker writes files of the rows it reads)",
     )
+    out.add_argument(
+        "--max_bad_rows",
+        metavar="N|P%",
+        help="leave up to N bad rows (or P%% of the rows) out of the copy instead of failing it: a "
+        "value the format cannot encode; one more fails the copy as without it. The summary says "
+        "how many (default 0: the first fails the copy)",
+    )
+    out.add_argument(
+        "--bad_rows",
+        metavar="s3://BUCKET/PATH",
+        help="with --max_bad_rows: write the rows left out there as JSON Lines (element, column, "
+        "reason, sink_id, unit), by a second copy with the same guarantees (sink id ID-bad-rows)",
+    )
     table = parser.add_argument_group("destination: an Iceberg table (CopyToIceberg options, instead of --output)")
     table.add_argument(
         "--table",
@@ -351,6 +364,8 @@ class CopyPlan:
     table: Optional[TableTarget] = None  # --table: the table, its catalog and the secrets to mask
     mode: Optional[str] = None  # --table: CopyToIceberg's mode
     earlier: Optional[CommittedCopy] = None  # --table: the snapshot this --sink_id committed before
+    max_bad_rows: bool = False  # --max_bad_rows given: the summary says how many were left out
+    bad_rows_uri: Optional[str] = None  # --bad_rows: where the rows left out go (JSON Lines)
 
     def mask(self, text: str) -> str:
         """``text`` with the catalog's secrets masked (no change for ``--output``)."""
@@ -396,6 +411,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
                 num_batches=args.num_batches,
                 partition_by=args.partition_by or (),
                 keep_partition_columns=args.keep_partition_columns,
+                max_bad_rows=args.max_bad_rows or 0,
             )
         else:
             flags = S3Config.from_pipeline_options(options)
@@ -421,6 +437,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
                 s3=s3,
                 validate_only=args.dry_run,
                 schema_evolution=args.schema_evolution,
+                max_bad_rows=args.max_bad_rows or 0,
             )
             if args.sink_id and not args.dry_run:
                 earlier = target.committed_copy(transform.sink_id, files=False)
@@ -428,7 +445,14 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         pipeline = beam.Pipeline(options=options)
         rows = pipeline | "Read" >> ReadSource(source, schema, RowCounter(local))
         label = "CopyToS3" if target is None else "CopyToIceberg"
-        copied = rows | label >> transform  # checks the format against the schema
+        if args.bad_rows is not None:
+            outputs = rows | label >> transform.with_bad_rows()  # checks the format against the schema
+            copied = outputs.results
+            _ = outputs.bad_rows | "CopyBadRows" >> CopyToS3(
+                args.bad_rows, format="jsonl", sink_id=f"{transform.sink_id}-bad-rows"
+            )
+        else:
+            copied = rows | label >> transform  # checks the format against the schema
         result_path = None
         if args.dry_run:
             import os
@@ -456,6 +480,8 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         target,
         (args.mode or "append") if target is not None else None,
         earlier,
+        bool(args.max_bad_rows),
+        args.bad_rows.rstrip("/") if args.bad_rows else None,
     )
 
 
@@ -510,6 +536,11 @@ def _check_destination(args: argparse.Namespace) -> Optional[TableTarget]:
 
 def _check_flags(args: argparse.Namespace) -> None:
     """What the flags say together, checked before the source is read."""
+    if args.bad_rows is not None:
+        if not args.max_bad_rows:
+            raise UsageError("--bad_rows applies only with --max_bad_rows N|P%")
+        if args.dry_run:
+            raise UsageError("--bad_rows does not apply to --dry-run, which writes nothing (it lists the bad rows)")
     if args.keep_partition_columns and not args.partition_by:
         raise UsageError("--keep_partition_columns applies only with --partition_by COL[,COL...]")
     if args.row_group_bytes is not None:
@@ -662,6 +693,8 @@ def print_summary(plan: CopyPlan, elapsed: float, console: Console) -> int:
         ("time", f"{elapsed:.1f} s{rate}"),
         ("manifest", manifest_uri),
     ]
+    if plan.max_bad_rows:
+        table.insert(1, ("bad rows", _bad_rows_text(plan, manifest.get("bad_rows", 0))))
     lines = ["\nCopy finished:", *(f"  {name:<9} {value}" for name, value in table)]
     lines += [
         f"    {entry['meta']['record_count']:>12,} rows {entry['meta']['content_length']:>14,} B  {entry['url']}"
@@ -699,6 +732,8 @@ def print_table_summary(plan: CopyPlan, elapsed: float, console: Console) -> int
         ("files", f"{copy.files:,}"),
         ("bytes", f"{copy.bytes:,} ({_human(copy.bytes)})"),
     ]
+    if plan.max_bad_rows:
+        table.append(("bad rows", _bad_rows_text(plan, copy.bad_rows)))
     if copy.removed_files or plan.mode != "append":
         table.append(("replaced", f"{copy.removed_rows:,} rows in {copy.removed_files:,} file(s)"))
     table += [("time", f"{elapsed:.1f} s{rate}"), ("metadata", copy.metadata_location)]
@@ -708,6 +743,12 @@ def print_table_summary(plan: CopyPlan, elapsed: float, console: Console) -> int
         lines.append(f"    ... and {len(copy.added) - 10} more")
     console.say(*(plan.mask(line) for line in lines))
     return 0
+
+
+def _bad_rows_text(plan: CopyPlan, count: int) -> str:
+    """The summary's ``bad rows`` value: how many were left out, and where they went."""
+    where = f" (written to {plan.bad_rows_uri})" if plan.bad_rows_uri else ""
+    return f"{count:,} left out{where}"
 
 
 def _human(size: float) -> str:

@@ -380,6 +380,7 @@ class TableTarget:
             current=table.current_snapshot() is not None
             and table.current_snapshot().snapshot_id == snapshot.snapshot_id,
             added=tuple(sorted(added)),
+            bad_rows=number("beam-s3-sink.bad-rows"),
         )
 
 
@@ -416,6 +417,7 @@ class CommittedCopy:
     metadata_location: str
     current: bool
     added: Tuple[Tuple[str, int, int], ...] = ()
+    bad_rows: int = 0  # max_bad_rows: the rows the copy left out (the snapshot's summary)
 
 
 def abort(target: TableTarget, sink_id: str, s3: Optional[S3Config]) -> Any:

@@ -179,6 +179,15 @@ class Format(abc.ABC):
     def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         """Start one data file written to ``out``."""
 
+    def check_values(self, batch: pa.RecordBatch) -> None:
+        """Raise one of ``ENCODE_ERRORS`` if this format cannot write a value of ``batch`` (rows
+        of the schema files are opened with); ``max_bad_rows`` screens batches with it. By
+        default ``batch`` is encoded into memory that is dropped; a format that knows where
+        its refusals come from checks only that."""
+        encoder = self.open(batch.schema, io.BytesIO(), 2**62)
+        encoder.write(batch)
+        encoder.close()
+
     def describe(self) -> Dict[str, Any]:
         """The format and its options, for the manifest."""
         import dataclasses

@@ -192,6 +192,16 @@ class ParquetFormat(Format):
     def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> "ParquetEncoder":
         return ParquetEncoder(self, schema, out, max_file_size)
 
+    def check_values(self, batch: pa.RecordBatch) -> None:
+        """Only a column written in another type (``types="compatible"``) can refuse a value
+        (:func:`to_file_table`): that conversion is the check, with no encoding.
+
+        >>> ParquetFormat().check_values(pa.record_batch({"id": [1]}))  # nothing to convert: nothing refused
+        """
+        file_schema = self.file_schema(batch.schema)
+        if not file_schema.equals(batch.schema):
+            to_file_table(pa.Table.from_batches([batch]), file_schema)
+
     def writer_options(self) -> dict:
         """Keyword arguments for ``pyarrow.parquet.ParquetWriter``."""
         compression = self.compression.lower()

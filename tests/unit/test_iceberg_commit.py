@@ -25,6 +25,7 @@ from pyiceberg.types import LongType, NestedField, TimestampType
 
 from beam_s3_sink.formats.stats import parquet_footer_stats
 from beam_s3_sink.iceberg_commit import (
+    BAD_ROWS_PROPERTY,
     SINK_ID_PROPERTY,
     UNIT_PROPERTY,
     CommitConflictError,
@@ -657,3 +658,13 @@ def test_nan_counts_of_float_and_double_columns(catalog):
     assert dict(row["nan_value_counts"]) == {f_id: 3}
     assert row["readable_metrics"]["f"]["nan_value_count"] == 3
     assert row["readable_metrics"]["f"]["lower_bound"] == 1.0 and row["readable_metrics"]["f"]["upper_bound"] == 2.0
+
+
+def test_the_snapshot_summary_counts_the_bad_rows_left_out(catalog):
+    table = make_table(catalog, "bad")
+    files = [write(table, "f0", rows("eu", 1, D1, range(0, 10)), part("eu", 1, D1))]
+    commit(table, files, "append", sink_id="s1", bad_rows=3)
+    assert table.current_snapshot().summary[BAD_ROWS_PROPERTY] == "3"
+    commit(table, [], "append", sink_id="s2")
+    table.refresh()
+    assert table.current_snapshot().summary[BAD_ROWS_PROPERTY] is None  # none left out: not named

@@ -52,6 +52,25 @@ def test_a_plan_is_checked_and_writes_nothing():
             "unknown flag --s3_endpont_url; did you mean --s3_endpoint_url",
         ),
         (["--source", "generate:1", "--output", "s3://bucket/p", "--max_file_size", "lots"], "max_file_size"),
+        (["--source", "generate:1", "--output", "s3://bucket/p", "--max_bad_rows", "lots"], "max_bad_rows"),
+        (
+            ["--source", "generate:1", "--output", "s3://bucket/p", "--bad_rows", "s3://bucket/r"],
+            "--bad_rows applies only with --max_bad_rows",
+        ),
+        (
+            [
+                "--source",
+                "generate:1",
+                "--output",
+                "s3://b/p",
+                "--max_bad_rows",
+                "1",
+                "--bad_rows",
+                "s3://b/r",
+                "--dry-run",
+            ],
+            "--bad_rows does not apply to --dry-run",
+        ),
     ],
 )
 def test_usage_errors(argv, says):
@@ -202,3 +221,11 @@ def test_main_if_exists(fake_endpoint, capsys):
 def test_main_usage_error_is_exit_2(capsys):
     assert main(["--source", "generate:1"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_main_with_max_bad_rows_says_how_many_were_left_out(fake_endpoint, capsys):
+    argv = ["--source", "generate:30", "--output", "s3://bucket/o", "--format", "csv", "--sink_id", "s1"]
+    status = main([*argv, "--max_bad_rows", "0.5%", "--bad_rows", "s3://bucket/rejects", ENDPOINT])
+    out = capsys.readouterr().out
+    assert status == 0 and "  bad rows  0 left out (written to s3://bucket/rejects)" in out
+    assert "rejects/_s1-bad-rows-manifest.json" in fake_endpoint.keys()  # the rejects' own copy, empty
