@@ -34,6 +34,7 @@ from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call
 from .schema import schema_to_json
 from .stream import commit_record, committed_unit, unit_of
+from .stream_init import InitializedInStep, outcome_of
 from .writer import WriteSettings
 
 __all__ = ["MergeReports", "ReportAccumulator"]
@@ -98,23 +99,37 @@ class MergeReports(beam.CombineFn):
 
 class _CompleteFn(_S3DoFn):
     """Commits (or abandons) the copy, or with ``stream`` one unit of it, and emits its
-    :class:`CopyToResult`."""
+    :class:`CopyToResult`. In a stream's graph (``stream_init``) it reads no side input and
+    initializes itself before its first unit (:mod:`.stream_init`)."""
 
     TRANSFORM = "CopyToS3"  # how errors name the copy
 
-    def __init__(self, settings: WriteSettings, fail_on_error: bool, stream: bool = False) -> None:
+    def __init__(
+        self,
+        settings: WriteSettings,
+        fail_on_error: bool,
+        stream: bool = False,
+        stream_init: Optional[InitializedInStep] = None,
+    ) -> None:
         super().__init__(settings.config)
         self._settings = settings
         self._fail_on_error = fail_on_error
         self._stream = stream
+        self._stream_init = stream_init
+
+    def setup(self) -> None:
+        super().setup()
+        if self._stream_init is not None:
+            self._stream_init.setup()
 
     def process(
         self,
         report: UploadReport,
-        init: InitOutcome,
+        init: Optional[InitOutcome],
         window: Any = beam.DoFn.WindowParam,
         pane: Any = beam.DoFn.PaneInfoParam,
     ) -> Iterable[CopyToResult]:
+        init = outcome_of(init, self._stream_init)
         settings = init.settings or self._settings  # a table's, decided by its initialization
         self._keys, self._format, self._schema = settings.keys, settings.format, settings.schema
         unit = unit_of(window, pane) if self._stream else None

@@ -39,6 +39,7 @@ from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call, list_keys
 from .schema import resolve_schema
 from .stream import _FinishStream, _FinishStreamFn, stream_windowing
+from .stream_init import InitializedInStep
 from .table_layout import PartitionExpression, TableLayout, parse_partition_by, table_layout_for
 from .transform import (
     DEFAULT_MAX_FILE_SIZE,
@@ -192,6 +193,7 @@ class CopyToIceberg(beam.PTransform):
                 validate_only=self._validate_only,
                 upload_graph=self._upload_graph == "per_bundle",
                 mode=self._mode == "overwrite",
+                errors=self._errors is not None,
             )
             rows = stream_windowing(rows, self._triggering_frequency, "CopyToIceberg")
         else:
@@ -216,11 +218,19 @@ class CopyToIceberg(beam.PTransform):
             max_file_size=given,
             evolution=self._evolution,
         )
-        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
+        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors, stream)
+        in_step = InitializedInStep(init_fn) if stream else None  # a stream's steps read no side input
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
-        reports = rows | "Upload" >> _Upload(settings, graph, None, init, stream)
+        reports = rows | "Upload" >> _Upload(settings, graph, None, init, in_step)
         complete_fn = _TableCompleteFn(
-            settings, self._fail_on_error, self._table, self._catalog, self._mode, stream, evolution=self._evolution
+            settings,
+            self._fail_on_error,
+            self._table,
+            self._catalog,
+            self._mode,
+            stream,
+            evolution=self._evolution,
+            stream_init=in_step,
         )
         results = reports | "Commit" >> _Complete(complete_fn, init, stream)
         if stream:
@@ -334,7 +344,7 @@ class _TableInitFn(_S3DoFn):
         self._max_file_size = max_file_size  # the user's; None: the table's write.target-file-size-bytes
         self._evolution = evolution
 
-    def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
+    def process(self, _unused: Any, errors: Iterable[Any] = ()) -> Iterable[InitOutcome]:
         for error in errors:
             yield InitOutcome(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
@@ -364,8 +374,10 @@ class _TableInitFn(_S3DoFn):
         if done is not None:
             _log.info("copy %s into %s committed snapshot %s already", keys.sink_id, self._name, done.snapshot_id)
             return InitOutcome(done=_result_of(table, keys, done))
-        warnings = abort_uploads(self._client, keys)[1]
-        _delete_uncommitted(self._client, keys, table, every_snapshot=self._stream)
+        warnings: List[str] = []
+        if not self._stream:  # a stream's runs in every step: it removes nothing (see .stream_init)
+            warnings = abort_uploads(self._client, keys)[1]
+            _delete_uncommitted(self._client, keys, table)
         table_settings, size_warnings = table_write_settings(
             settings, table.location(), table.properties, self._max_file_size, MIN_FILE_SIZE
         )
@@ -455,8 +467,9 @@ class _TableCompleteFn(_CompleteFn):
         mode: str,
         stream: bool = False,
         evolution: Optional[str] = None,
+        stream_init: Optional[InitializedInStep] = None,
     ) -> None:
-        super().__init__(settings, fail_on_error, stream)
+        super().__init__(settings, fail_on_error, stream, stream_init)
         self._name, self._catalog, self._mode = name, catalog, mode
         self._evolution = evolution
 

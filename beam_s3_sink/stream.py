@@ -33,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, FrozenSet, Iterable, Optional, Set, Tuple
 
 import apache_beam as beam
-from apache_beam.pvalue import AsSingleton, PCollection
+from apache_beam.pvalue import PCollection
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import FixedWindows, GlobalWindow, GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
@@ -238,8 +238,10 @@ def warn_of_job_server_timeout(options: Any, transform: str) -> bool:
 
 class _FinishStream(beam.PTransform):
     """Runs ``finish_fn`` once, when the stream has ended and every unit is committed: the
-    results (and the one ``InitOutcome``, so that it fires even when no unit was) are gathered
-    in the global window, which closes only when the watermark reaches its end."""
+    results (each as None) and the one ``InitOutcome`` (so that it fires even when no unit was)
+    are gathered in the global window, which closes only when the watermark reaches its end,
+    and ``finish_fn`` takes the outcome from the gathered values (a join, not a side input:
+    Flink checkpoints it, see :mod:`.stream_init`)."""
 
     def __init__(self, finish_fn: beam.DoFn, init: PCollection) -> None:
         super().__init__()
@@ -257,10 +259,27 @@ class _FinishStream(beam.PTransform):
         return (
             ends
             | "Both" >> beam.Flatten()
-            | "Key" >> beam.Map(lambda _: (None, None))
+            | "Key" >> beam.Map(_keyed_outcome)
             | "Gather" >> beam.GroupByKey()
-            | "Run" >> beam.ParDo(self._finish_fn, AsSingleton(self._init))
+            | "Run" >> beam.ParDo(self._finish_fn)
         )
+
+
+def _keyed_outcome(value: Any) -> Tuple[None, Optional[InitOutcome]]:
+    """One key for all; a unit's result as None (only the initialization's outcome is kept)."""
+    return None, value if isinstance(value, InitOutcome) else None
+
+
+def gathered_outcome(values: Iterable[Optional[InitOutcome]]) -> InitOutcome:
+    """The initialization's outcome among the values :class:`_FinishStream` gathered.
+
+    >>> gathered_outcome([None, InitOutcome(guard="conditional"), None]).guard
+    'conditional'
+    """
+    outcomes = [v for v in values if v is not None]
+    if len(outcomes) != 1:
+        raise CopyToS3Error(f"the end of the stream gathered {len(outcomes)} initialization outcomes, not 1")
+    return outcomes[0]
 
 
 class _FinishStreamFn(_S3DoFn):
@@ -271,7 +290,8 @@ class _FinishStreamFn(_S3DoFn):
         super().__init__(settings.config)
         self._settings = settings
 
-    def process(self, _unused: Any, init: InitOutcome) -> Iterable[None]:
+    def process(self, gathered: Tuple[None, Iterable[Optional[InitOutcome]]]) -> Iterable[None]:
+        init = gathered_outcome(gathered[1])
         if init.error is not None or init.done is not None:
             return ()
         keys = (init.settings or self._settings).keys

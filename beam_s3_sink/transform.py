@@ -51,6 +51,7 @@ from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sin
 from .layout import Layout
 from .schema import resolve_schema
 from .stream import _FinishStream, _FinishStreamFn, stream_windowing
+from .stream_init import InitializedInStep
 from .upload import _WriteFn
 from .validate import validate_rows
 from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
@@ -242,6 +243,7 @@ class CopyToS3(beam.PTransform):
                 "CopyToS3",
                 num_batches=self._num_batches is not None,
                 if_exists=self._if_exists == "replace",
+                errors=self._errors is not None,
                 validate_only=self._validate_only,
                 upload_graph=self._upload_graph == "per_bundle",
             )
@@ -262,10 +264,12 @@ class CopyToS3(beam.PTransform):
         if self._validate_only:  # dry run: no S3 request at all (see .validate)
             return rows | "Validate" >> validate_rows(settings)
         init_fn = _InitializeFn(keys, config, self._if_exists, stream)
-        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
+        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors, stream)
+        in_step = InitializedInStep(init_fn) if stream else None  # a stream's steps read no side input
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph, self._num_batches)
-        reports = rows | "Upload" >> _Upload(settings, graph, self._num_batches, init, stream)
-        results = reports | "Complete" >> _Complete(_CompleteFn(settings, self._fail_on_error, stream), init, stream)
+        reports = rows | "Upload" >> _Upload(settings, graph, self._num_batches, init, in_step)
+        complete_fn = _CompleteFn(settings, self._fail_on_error, stream, in_step)
+        results = reports | "Complete" >> _Complete(complete_fn, init, stream)
         if stream:
             _ = results | "Finish" >> _FinishStream(_FinishStreamFn(settings), init)
         return results
@@ -322,6 +326,10 @@ _NOT_FOR_STREAMS = {
     "num_batches": "num_batches: its batch keys would be the same in every unit",
     "if_exists": "if_exists='replace': it deletes what was there once the copy has finished, and a stream does not",
     "validate_only": "validate_only: a dry run reports once, at the end of its input",
+    "errors": (
+        "errors input: it would be read as a side input before any unit commits, and Flink cannot "
+        "checkpoint a stream's step that reads one; filter the stream upstream instead"
+    ),
     "upload_graph": "upload_graph='per_bundle': a stream's files span bundles (the grouped graph)",
     "mode": "mode='overwrite': it would replace the whole table at every unit",
 }
@@ -375,13 +383,17 @@ def _without_user_info(url: Optional[str]) -> Optional[str]:
 
 class _Initialize(beam.PTransform):
     """Step 1 (:mod:`.initialization`, or a table's): ``init_fn`` runs once, with the ``errors``
-    input as a side input; its one ``InitOutcome`` is read by the other steps as a singleton."""
+    input as a side input; its one ``InitOutcome`` is read by the other steps as a singleton.
+    A stream's runs once at its start without a side input (it takes no ``errors``), and only
+    its end reads the outcome; its other steps initialize themselves (:mod:`.stream_init`)."""
 
-    def __init__(self, init_fn: beam.DoFn, errors: Optional[PCollection]) -> None:
+    def __init__(self, init_fn: beam.DoFn, errors: Optional[PCollection], stream: bool = False) -> None:
         super().__init__()
-        self._init_fn, self._errors = init_fn, errors
+        self._init_fn, self._errors, self._stream = init_fn, errors, stream
 
     def expand(self, pipeline: Any) -> PCollection:
+        if self._stream:
+            return pipeline | "Start" >> beam.Create([None]) | "Run" >> beam.ParDo(self._init_fn, ())
         if self._errors is None:
             errors = pipeline | "NoUpstreamErrors" >> beam.Create([])
         else:
@@ -393,11 +405,17 @@ class _Upload(beam.PTransform):
     """Step 2 (:mod:`.batches`, :mod:`.upload`): rows in, one ``UploadReport`` per writer out."""
 
     def __init__(
-        self, settings: WriteSettings, graph: str, num_batches: Optional[int], init: PCollection, stream: bool = False
+        self,
+        settings: WriteSettings,
+        graph: str,
+        num_batches: Optional[int],
+        init: PCollection,
+        stream_init: Optional[InitializedInStep] = None,
     ) -> None:
         super().__init__()
         self._settings, self._graph, self._num_batches, self._init = settings, graph, num_batches, init
-        self._stream = stream
+        self._stream_init = stream_init  # a stream's: Write initializes itself, no side input
+        self._stream = stream_init is not None
 
     def expand(self, rows: PCollection) -> PCollection:
         grouped = self._graph == "grouped"
@@ -410,12 +428,15 @@ class _Upload(beam.PTransform):
             blobs = rows | "Batch" >> batch | "Group" >> beam.GroupByKey()
         else:
             blobs = rows | "Batch" >> batch.with_output_types(Batches)
+        if self._stream:
+            return blobs | "Write" >> beam.ParDo(_WriteFn(self._settings, grouped, self._stream_init), None)
         return blobs | "Write" >> beam.ParDo(_WriteFn(self._settings, grouped), AsSingleton(self._init))
 
 
 class _Complete(beam.PTransform):
     """Step 3 (:mod:`.completion`): the reports merged into one, then committed (or abandoned)
-    by ``complete_fn`` into the one ``CopyToResult``; a stream's, per window firing (a unit)."""
+    by ``complete_fn`` into the one ``CopyToResult``; a stream's, per window firing (a unit),
+    by a ``complete_fn`` that initializes itself (no side input: :mod:`.stream_init`)."""
 
     def __init__(self, complete_fn: beam.DoFn, init: PCollection, stream: bool = False) -> None:
         super().__init__()
@@ -426,5 +447,5 @@ class _Complete(beam.PTransform):
         return (
             reports
             | "Merge" >> (merge.without_defaults() if self._stream else merge)
-            | "Run" >> beam.ParDo(self._complete_fn, AsSingleton(self._init))
+            | "Run" >> beam.ParDo(self._complete_fn, None if self._stream else AsSingleton(self._init))
         )

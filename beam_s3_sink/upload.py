@@ -1,6 +1,7 @@
 """The ``Write`` half of the upload step: :class:`_WriteFn`, the one DoFn that writes data files.
 
-It reads the initialization's outcome as a side input and writes the ``(key, blob)`` pairs of
+It reads the initialization's outcome as a side input (a stream's: runs it itself, see
+:mod:`.stream_init`) and writes the ``(key, blob)`` pairs of
 ``Batch`` (:mod:`.batches`) through a :class:`~.writer.FileWriter`: per bundle when the two
 steps are fused, per key after a ``GroupByKey``. It completes nothing: it emits one
 :class:`~.messages.UploadReport` per writer (its pending files, or its error), so the uploads
@@ -20,6 +21,7 @@ from .batches import Key
 from .clients import _S3DoFn
 from .keys import new_token
 from .messages import InitOutcome, PendingFile, UploadReport
+from .stream_init import InitializedInStep, outcome_of
 from .writer import FileWriter, WriteSettings
 
 __all__: List[str] = []  # its DoFn is private: CopyToS3 wires it
@@ -34,18 +36,23 @@ class _WriteFn(_S3DoFn):
     elements are ``(key, [blob, ...])``, one writer per key; an int key is a ``num_batches``
     batch number, whose files are ``P/ID-batch-<bbbb>-<nnnn>`` (the same keys on every run).
     Other files are ``P/ID-<token>-<nnnn>``, with a fresh token per writer and attempt.
+    A stream's (``stream_init``) reads no side input: it initializes itself (:mod:`.stream_init`);
+    when that fails, each writer reports the error instead of writing, so that its unit fails.
     """
 
-    def __init__(self, settings: WriteSettings, grouped: bool) -> None:
+    def __init__(self, settings: WriteSettings, grouped: bool, stream_init: Optional[InitializedInStep] = None) -> None:
         super().__init__(settings.config)
         self._settings = settings
         self._grouped = grouped
+        self._stream_init = stream_init
         self._counters = {name: self._counter(name) for name in ("rows", "bytes", "files", "parts")}
         self._pool: Optional[ThreadPoolExecutor] = None
         self._encode_pool: Optional[ThreadPoolExecutor] = None
 
     def setup(self) -> None:
         super().setup()
+        if self._stream_init is not None:
+            self._stream_init.setup()
         self._pool = ThreadPoolExecutor(self._config.max_concurrency, thread_name_prefix="s3-part")
         self._encode_pool = ThreadPoolExecutor(1, thread_name_prefix="encode")
 
@@ -57,7 +64,11 @@ class _WriteFn(_S3DoFn):
     def start_bundle(self) -> None:
         self._bundle_writer: Optional[FileWriter] = None
 
-    def process(self, element: Any, init: InitOutcome) -> Iterable[UploadReport]:
+    def process(self, element: Any, init: Optional[InitOutcome]) -> Iterable[UploadReport]:
+        init = outcome_of(init, self._stream_init)
+        if init.error is not None and self._stream_init is not None:
+            yield UploadReport(error=init.error)  # the unit fails with it (a bounded copy's completion reports it)
+            return
         if init.error is not None or init.done is not None:
             return
         settings = init.settings or self._settings

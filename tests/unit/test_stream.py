@@ -377,15 +377,28 @@ def earlier_run(sink):
     return committed, cut_short, dead, unit2
 
 
-def test_a_stream_restarts_over_its_earlier_run_keeping_what_a_unit_needs(fake_s3, sink, earlier_run):
+def test_a_stream_restarts_over_its_earlier_run_removing_nothing(fake_s3, sink, earlier_run):
+    """A stream's initialization runs in every step instance (beam_s3_sink.stream_init): it
+    removes nothing, not even a dead attempt's upload (it could be a running writer's); the
+    end of the stream aborts that."""
     committed, cut_short, dead, unit2 = earlier_run
-    before = fake_s3.keys()
+    before, calls = fake_s3.keys(), len(fake_s3.calls)
     outcome = initialize(fake_s3, KEYS, "error", stream=True)
     assert outcome.error is None and outcome.done is None and outcome.guard == CONDITIONAL
     assert fake_s3.keys() == before  # no committed file, manifest or record deleted
     assert sink.has(KEYS.unit_manifest(UNIT.id)) and sink.visible(committed, cut_short[0])
     assert sink.has(KEYS.unit_commit(unit2.id)) and sink.pending(cut_short[1])
-    assert sink.aborted(dead)
+    assert sink.pending(dead)
+    assert not {"AbortMultipartUpload", "DeleteObject"} & {name for name, _ in fake_s3.calls[calls:]}
+
+
+def test_a_streams_initialization_run_again_writes_its_sentinel_once(fake_s3, sink):
+    fake_s3.delete_object(Bucket="bucket", Key=KEYS.sentinel)
+    calls = len(fake_s3.calls)
+    for _ in range(3):  # the Initialize step, then a Write and a completion instance
+        assert initialize(fake_s3, KEYS, "error", stream=True).guard == CONDITIONAL
+    puts = [kw["Key"] for name, kw in fake_s3.calls[calls:] if name == "PutObject"]
+    assert puts.count(KEYS.sentinel) == 1 and sink.has(KEYS.sentinel) and sink.has(KEYS.claim)
 
 
 def test_the_restarted_stream_finishes_the_unit_cut_short(fake_s3, sink, earlier_run):
@@ -417,7 +430,7 @@ def finish(sink):
     def run(init=STARTED):
         fn = _FinishStreamFn(WriteSettings(KEYS, sink.config, CsvFormat(header=True), SCHEMA, 2**30))
         fn.setup()
-        return list(fn.process(None, init))
+        return list(fn.process((None, [None, init, None])))  # _FinishStream's join: units as None, the outcome
 
     return run
 
