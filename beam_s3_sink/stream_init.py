@@ -21,21 +21,30 @@ the end of the stream (:class:`~.stream._FinishStream`).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import logging
+import time
+from typing import Any, Iterable, Optional
+
+import apache_beam as beam
 
 from .messages import InitOutcome
 
 __all__ = ["InitializedInStep", "outcome_of"]
+
+_log = logging.getLogger(__name__)
 
 
 class InitializedInStep:
     """The outcome of ``init_fn`` (an initialization DoFn whose ``process(None, ())`` yields one
     :class:`InitOutcome`), run in the step that holds this, once per DoFn instance.
 
-    An outcome without an error is kept for the instance's life; an error is not, so that a
-    transient one (a refused request) is tried again at the next unit instead of failing every
-    unit after it.
+    An outcome without an error is kept for the instance's life. An error is tried again, after
+    ``RETRY_DELAYS``, then returned but not kept, so that the next unit tries again: the steps of
+    a stream start together and race (pyiceberg's SQL catalog creates its own tables when first
+    loaded: ``table iceberg_tables already exists`` from the one that lost, measured on Flink).
     """
+
+    RETRY_DELAYS = (0.2, 0.5, 1.0)  # seconds before each try after the first
 
     def __init__(self, init_fn: Any) -> None:
         self._init_fn = init_fn
@@ -49,9 +58,19 @@ class InitializedInStep:
         """This stream's initialization outcome, run now if this instance has none yet."""
         if self._outcome is not None:
             return self._outcome
-        outcome: InitOutcome = next(iter(self._init_fn.process(None, ())))
+        outcome = self._run()
+        for delay in self.RETRY_DELAYS:
+            if outcome.error is None:
+                break
+            _log.info("a stream's initialization failed, trying again in %s s: %s", delay, outcome.error)
+            time.sleep(delay)
+            outcome = self._run()
         if outcome.error is None:
             self._outcome = outcome
+        return outcome
+
+    def _run(self) -> InitOutcome:
+        outcome: InitOutcome = next(iter(self._init_fn.process(None, ())))
         return outcome
 
 
@@ -66,3 +85,17 @@ def outcome_of(given: Optional[InitOutcome], in_step: Optional[InitializedInStep
     if in_step is None:
         raise ValueError("a step without its initialization side input needs a stream's InitializedInStep")
     return in_step.outcome()
+
+
+class _InitializeStreamFn(beam.DoFn):
+    """A stream's ``Initialize`` step: its initialization at the start (tried again as in the
+    steps), whose one outcome only the end of the stream reads."""
+
+    def __init__(self, init_fn: Any) -> None:
+        self._in_step = InitializedInStep(init_fn)
+
+    def setup(self) -> None:
+        self._in_step.setup()
+
+    def process(self, _unused: Any) -> Iterable[InitOutcome]:
+        yield self._in_step.outcome()

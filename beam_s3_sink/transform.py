@@ -51,7 +51,7 @@ from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sin
 from .layout import Layout
 from .schema import resolve_schema
 from .stream import _FinishStream, _FinishStreamFn, stream_windowing
-from .stream_init import InitializedInStep
+from .stream_init import InitializedInStep, _InitializeStreamFn
 from .upload import _WriteFn
 from .validate import validate_rows
 from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
@@ -393,7 +393,7 @@ class _Initialize(beam.PTransform):
 
     def expand(self, pipeline: Any) -> PCollection:
         if self._stream:
-            return pipeline | "Start" >> beam.Create([None]) | "Run" >> beam.ParDo(self._init_fn, ())
+            return pipeline | "Start" >> beam.Create([None]) | "Run" >> beam.ParDo(_InitializeStreamFn(self._init_fn))
         if self._errors is None:
             errors = pipeline | "NoUpstreamErrors" >> beam.Create([])
         else:

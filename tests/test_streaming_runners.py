@@ -364,34 +364,25 @@ def table_name(bucket: str) -> str:
     return f"streams.r{bucket.replace('-', '_')}"
 
 
-#: Beam 2.62's portable Flink runner cannot snapshot a side input's state (module docstring).
-FLINK_SIDE_INPUT_CHECKPOINTS = pytest.mark.xfail(
-    strict=True,
-    raises=FlinkRestarted,
-    reason="Beam 2.62's portable Flink runner fails every checkpoint of a stage that reads a side input "
-    "(ClassCastException: ... cannot be cast to WindowedValue, in the snapshot of the operator state that "
-    "holds the side input); every step of a copy reads its initialization as a side input",
-)
-
-
 @pytest.mark.parametrize(
-    "runner_name",
-    ["prism", "flink", pytest.param("flink-checkpointing", marks=FLINK_SIDE_INPUT_CHECKPOINTS)],
+    "runner_name, checkpointing",
+    [("prism", False), ("flink", False), ("flink", True)],
+    ids=["prism", "flink", "flink-checkpointing"],
 )
 def test_a_periodic_stream_commits_every_window_once(
-    runner_name, request, s3_config, s3_client, bucket, stream_catalog, tmp_path
+    runner_name, checkpointing, request, s3_config, s3_client, bucket, stream_catalog, tmp_path
 ):
     from conftest import runner_args
 
     if runner_name == "prism":
         args, server = runner_args("prism", request) + ["--streaming"], None
     else:
-        checkpointing = runner_name == "flink-checkpointing"
         args = runner_args("flink", request) + flink_streaming(SOURCE_S, checkpointing)
         server = request.getfixturevalue("flink_job_server")
     impulse = Impulse.from_now(SOURCE_S, PRISM_QUIET_S if runner_name == "prism" else 0)
     outs = out_dirs(tmp_path)
     catalog, table = dict(stream_catalog.props, name=stream_catalog.name), table_name(bucket)
+    log_from = os.path.getsize(server.log_path) if server is not None else 0
     started = time.monotonic()
     run_stream(
         args,
@@ -400,11 +391,21 @@ def test_a_periodic_stream_commits_every_window_once(
         server,
         restarts_fail=True,
     )
-    print(f"\n{runner_name}: a {SOURCE_S} s stream ran in {time.monotonic() - started:.0f} s")
+    took = time.monotonic() - started
+    checkpoints = len(completed_checkpoints(server, log_from)) if server is not None else 0
+    print(f"\n{runner_name}: a {SOURCE_S} s stream ran in {took:.0f} s; Flink completed {checkpoints} checkpoint(s)")
+    assert (checkpoints > 0) == checkpointing
 
     results = {name: load_results(str(outs[name])) for name in COPIES}
     check_copies(s3_client, s3_config, bucket, impulse, results, stream_catalog, table)
     assert len(results["fixed"]) == len(impulse.windows()) == len(results["table"])
+
+
+def completed_checkpoints(server, log_from: int) -> List[str]:
+    """The lines of Flink's log (``server``'s, from byte ``log_from``) that say a checkpoint completed."""
+    with open(server.log_path, errors="replace") as f:
+        f.seek(log_from)
+        return [line for line in f.read().splitlines() if "Completed checkpoint" in line]
 
 
 @dataclasses.dataclass
