@@ -394,11 +394,16 @@ def _with_field_ids(schema: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
 
 def _result_of(table: Any, keys: CopyKeys, snapshot: Any, unit: Optional[StreamUnit] = None) -> CopyToResult:
     """The result of an earlier commit of this sink id, from its snapshot and the files of it
-    that the table still holds (a stream's unit: from its snapshot alone, without files)."""
+    that the table still holds (a stream's unit: the files its snapshot added, so that a unit
+    reported again after a restart names the same files as its first report)."""
     summary, head = snapshot.summary, f"s3://{keys.location.bucket}/"
+    if unit is not None:
+        listed = _added_files(table, snapshot)
+    else:
+        listed = table.inspect.files().to_pylist() if table.current_snapshot() is not None else []
     files = [
         CopiedFile(f["file_path"], f["record_count"], f["file_size_in_bytes"])
-        for f in (table.inspect.files().to_pylist() if unit is None and table.current_snapshot() is not None else [])
+        for f in listed
         if f["file_path"].startswith(head) and keys.is_data_file(f["file_path"][len(head) :])
     ]
     return CopyToResult(
@@ -410,6 +415,27 @@ def _result_of(table: Any, keys: CopyKeys, snapshot: Any, unit: Optional[StreamU
         snapshot_id=snapshot.snapshot_id,
         unit=unit,
     )
+
+
+def _added_files(table: Any, snapshot: Any) -> List[Dict[str, Any]]:
+    """The data files ``snapshot`` added (path, record count, size), from its manifests."""
+    from pyiceberg.manifest import ManifestEntryStatus
+
+    added = []
+    for manifest in snapshot.manifests(table.io):
+        if manifest.added_snapshot_id != snapshot.snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io):
+            if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot.snapshot_id:
+                f = entry.data_file
+                added.append(
+                    {
+                        "file_path": f.file_path,
+                        "record_count": f.record_count,
+                        "file_size_in_bytes": f.file_size_in_bytes,
+                    }
+                )
+    return added
 
 
 def abort_table_copy(

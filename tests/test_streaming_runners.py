@@ -193,12 +193,13 @@ def keep_every_report(result, out_dir: str) -> None:
 
 def one_per_unit(results: list) -> Tuple[list, int]:
     """The results of ``keep_every_report``, one per unit (every report of a unit the same
-    commit: the same files and snapshot), and how many were reports of a unit again."""
+    commit: the same files and snapshot; a table's unit reported again names its files as its
+    snapshot has them, without the column statistics), and how many were reports of a unit again."""
     by_unit: Dict[str, list] = collections.defaultdict(list)
     for r in results:
         by_unit[r.unit.id].append(r)
     for unit, reports in by_unit.items():
-        commits = {(r.ok, r.rows, r.files, r.snapshot_id) for r in reports}
+        commits = {(r.ok, r.rows, tuple((f.uri, f.rows, f.bytes) for f in r.files), r.snapshot_id) for r in reports}
         assert len(commits) == 1, f"unit {unit} was reported as {len(commits)} different commits: {reports}"
     return [reports[0] for reports in by_unit.values()], len(results) - len(by_unit)
 
@@ -428,14 +429,25 @@ class Killed:
 
 
 def stream_and_kill(
-    restarting_flink, s3_config, s3_client, bucket, catalog, table, impulse, copies, root, wait_for_units=False
+    restarting_flink,
+    s3_config,
+    s3_client,
+    bucket,
+    catalog,
+    table,
+    impulse,
+    copies,
+    root,
+    wait_for_units=False,
+    checkpointing=False,
 ) -> Killed:
-    """Run the stream of ``copies`` on Flink with the EXTERNAL pool and ``kill -9`` one SDK worker
-    once ``KILL_AFTER_S`` have passed and every S3 copy has committed a unit (at the latest 10 s
-    later, unless ``wait_for_units``); results under ``root/first``. Checks that the worker died,
-    Flink restarted and the pool started new workers."""
+    """Run the stream of ``copies`` on Flink with the EXTERNAL pool (with ``checkpointing``: its
+    options, :func:`flink_streaming`) and ``kill -9`` one SDK worker once ``KILL_AFTER_S`` have
+    passed and every S3 copy has committed a unit (at the latest 10 s later, unless
+    ``wait_for_units``); results under ``root/first``. Checks that the worker died, Flink
+    restarted and the pool started new workers."""
     server, pool = restarting_flink
-    args = external_flink_args(server, pool) + flink_streaming(KILL_SOURCE_S)
+    args = external_flink_args(server, pool) + flink_streaming(KILL_SOURCE_S, checkpointing)
     prefixes = [name for name in copies if name != "table"]
 
     def run(root) -> None:
@@ -451,6 +463,8 @@ def stream_and_kill(
 
     def due() -> bool:
         if time.time() < impulse.start_s + KILL_AFTER_S:
+            return False
+        if checkpointing and not completed_checkpoints(server, log_from):  # a checkpoint to restore
             return False
         late = not wait_for_units and time.time() > impulse.start_s + KILL_AFTER_S + 10
         if not late and not all(
@@ -488,13 +502,29 @@ RESTART_LINE = re.compile(
 )
 
 
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["replayed", "checkpointing"])
 def test_a_killed_sdk_worker_mid_stream_commits_every_window_once(
-    restarting_flink, s3_config, s3_client, bucket, stream_catalog, tmp_path
+    checkpointing, restarting_flink, s3_config, s3_client, bucket, stream_catalog, tmp_path
 ):
+    """Without checkpoints Flink restarts the job from its start and the source replays; with
+    them it restores the last checkpoint (its log says from which), and the stream goes on."""
     impulse = Impulse.from_now(KILL_SOURCE_S)
     catalog, table = dict(stream_catalog.props, name=stream_catalog.name), table_name(bucket)
     copies = ("fixed", "table")
-    killed = stream_and_kill(restarting_flink, s3_config, s3_client, bucket, catalog, table, impulse, copies, tmp_path)
+    killed = stream_and_kill(
+        restarting_flink,
+        s3_config,
+        s3_client,
+        bucket,
+        catalog,
+        table,
+        impulse,
+        copies,
+        tmp_path,
+        checkpointing=checkpointing,
+    )
+    restored = [line for line in killed.restarts if re.search(r"Restoring job \w+ from Checkpoint \d+", line)]
+    assert bool(restored) == checkpointing, killed.restarts
     if "error" not in killed.outcome:  # Flink restarted the job, the source replayed, the stream ended: exact
         results, replays = killed.results(tmp_path / "first", copies)
         print(f"units reported again after the restart: {replays}")
