@@ -5,7 +5,7 @@ Initialization loads the catalog (pyiceberg), creates a missing table from the c
 accepts it (its current partition spec is the copy's, see :mod:`.table_layout`), reports
 an earlier snapshot of this sink id again (a rerun commits nothing), removes what a crashed run
 of this sink id left under the table's ``data/`` (pending uploads; files it completed but never
-committed), and hands the upload step the table's write settings (its location, its schema with
+committed; a stream's leaves that to its end, see :mod:`.stream_init`), and hands the upload step the table's write settings (its location, its schema with
 Iceberg field ids, its partition spec as a :class:`~.table_layout.TableLayout`). Parquet files
 are uploaded as for ``CopyToS3`` and not completed; completion
 completes them and commits exactly one snapshot that adds them (:mod:`.iceberg_commit`), with

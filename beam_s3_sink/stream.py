@@ -15,6 +15,9 @@ What differs from a bounded copy (the steps are the same, see :mod:`.transform`)
   committed with :func:`commit_record` (S3) or one snapshot (Iceberg). A unit already committed
   is reported again and this attempt's uploads are aborted; a unit whose commit was cut short is
   finished with the files its commit record names. An empty pane commits nothing.
+- **No side input** (:mod:`.stream_init`), so that Flink checkpoints the stream: ``Write`` and
+  completion run the stream's initialization themselves (idempotent, removing nothing), and the
+  end of the stream joins ``Initialize``'s outcome with the results by a ``GroupByKey``.
 - **The end of the stream** (:class:`_FinishStream`): once every unit is committed, pending
   uploads that no unit named (attempts that died) are aborted, the claim is released and the
   sentinel deleted.

@@ -14,14 +14,19 @@ The package's architecture, in one picture (each box names the module that owns 
                                   (≤ ENCODE_AHEAD queued)     (one row group,   (part_size buffers, ≤ max_concurrency
                                                                or lines)          in flight; never completed here)
 
-    a stream (stream.py): rows in their windows (or EveryInterval: triggering_frequency) ─▶ Batch per window
+    a stream (stream.py): no side input anywhere, so that Flink can checkpoint it (stream_init.py)
+    p ─▶ Initialize (once, at the start) ─InitOutcome───────────────────────────────────────────────┐
+    rows in their windows (or EveryInterval: triggering_frequency) ─▶ Batch per window              │ Flatten +
           ─▶ GroupByKey (the trigger fires panes) ─▶ Write ─▶ Complete per firing: one unit ─▶ CopyToResult per unit
-                                                                         └─▶ Finish, once the stream has ended
+                                                    │         │                        └─▶ Finish ◀─┘ GroupByKey,
+                                   each initializes itself, once per DoFn instance           once the stream has ended
+                                   (idempotent; removes nothing): the checks, claim, sentinel, a table's settings
 
 Initialization checks the path and writes the sentinel once; every writer uploads its files
 without completing them and reports them; completion completes what the reports name, aborts
 every other upload of the copy, writes the manifest and removes the sentinel (a stream: per
-unit, its manifest; the sentinel goes when the stream ends). So a failed or
+unit, its manifest; the sentinel goes when the stream ends, and a stream's ``Write`` and
+``Complete`` run its initialization themselves instead of reading it). So a failed or
 retried bundle's files never become visible, and a copy is all or nothing. Which upload graph
 runs is decided in one place, :func:`upload_graph`. Everything that can be checked without S3
 (the URI, the format and its options against the schema, the sizes, the windowing) is

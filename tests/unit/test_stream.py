@@ -8,7 +8,8 @@
 - Initialization of a stream over an earlier run's objects, and the end of the stream
   (``_FinishStreamFn``).
 - ``CopyToS3``/``CopyToIceberg`` applied to an unbounded PCollection (built, never run): the
-  windowing each accepts and the options each refuses.
+  windowing each accepts and the options each refuses; a stream's graph reads no side input,
+  and its steps initialize themselves (``stream_init.InitializedInStep``).
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from beam_s3_sink import CopyToIceberg, CopyToS3, CsvFormat, S3Config
 from beam_s3_sink.claim import CONDITIONAL
 from beam_s3_sink.completion import _CompleteFn
 from beam_s3_sink.errors import CopyToS3Error
-from beam_s3_sink.initialization import initialize
+from beam_s3_sink.initialization import _InitializeFn, initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.manifest import manifest_json, result_from_manifest
 from beam_s3_sink.messages import InitOutcome, PendingFile, UploadReport
 from beam_s3_sink.results import CopiedFile, CopyToResult, StreamUnit
 from beam_s3_sink.stream import _FinishStreamFn, commit_record, unit_of
+from beam_s3_sink.stream_init import InitializedInStep, outcome_of
 from beam_s3_sink.writer import WriteSettings
 
 from .fakes import serve
@@ -620,3 +622,108 @@ def test_a_stream_through_a_job_service_with_the_default_timeout_is_warned_of(co
     assert bool(said) == warns, said
     if warns:
         assert "gives the job up after 300 s" in said[0] and "--job_server_timeout=SECONDS" in said[0]
+
+
+# --- 7. a stream's graph reads no side input (Flink checkpoints it) -----------------------------
+
+
+def side_inputs(pipeline: beam.Pipeline):
+    """The full labels of the transforms of ``pipeline`` that read a side input."""
+    found = []
+
+    class Visitor(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, node) -> None:
+            if node.side_inputs:
+                found.append(node.full_label)
+
+    pipeline.visit(Visitor())
+    return found
+
+
+@SINKS
+def test_a_streams_steps_read_no_side_input(stream, copy):
+    stream | FIXED | copy()
+    assert side_inputs(stream.pipeline) == []
+
+
+@SINKS
+def test_a_bounded_copys_steps_read_their_initialization_as_a_side_input(copy):
+    p = beam.Pipeline()
+    p | beam.Create([{"id": 1}]).with_output_types(Dict[str, int]) | copy()
+    assert {label.rsplit("/", 1)[-1] for label in side_inputs(p)} >= {"Write", "Run"}
+
+
+@SINKS
+def test_a_stream_takes_no_errors_input(stream, copy):
+    errors = stream.pipeline | "Errors" >> beam.Create(["upstream failed"])
+    transform = type(copy()).__name__
+    with pytest.raises(CopyToS3Error, match=rf"{transform}: the input is unbounded, which takes no errors input"):
+        stream | FIXED | copy(errors=errors)
+
+
+class Initialization(beam.DoFn):
+    """An initialization DoFn whose outcomes are scripted: one per run."""
+
+    def __init__(self, *outcomes: InitOutcome) -> None:
+        self.outcomes, self.runs, self.set_up = list(outcomes), 0, False
+
+    def setup(self) -> None:
+        self.set_up = True
+
+    def process(self, _unused, errors=()):
+        self.runs += 1
+        yield self.outcomes.pop(0)
+
+
+@pytest.fixture
+def no_delays(monkeypatch):
+    monkeypatch.setattr(InitializedInStep, "RETRY_DELAYS", (0.0, 0.0))
+
+
+def test_a_steps_initialization_runs_once_per_instance(no_delays):
+    fn = Initialization(STARTED)
+    in_step = InitializedInStep(fn)
+    in_step.setup()
+    assert fn.set_up and [in_step.outcome() for _ in range(3)] == [STARTED] * 3 and fn.runs == 1
+
+
+def test_a_steps_initialization_is_tried_again_after_an_error(no_delays):
+    fn = Initialization(InitOutcome(error="table iceberg_tables already exists"), STARTED)
+    in_step = InitializedInStep(fn)
+    assert in_step.outcome() == STARTED and fn.runs == 2
+
+
+def test_a_steps_initialization_that_keeps_failing_is_not_kept(no_delays):
+    failed = InitOutcome(error="the path is claimed")
+    fn = Initialization(failed, failed, failed, STARTED)
+    in_step = InitializedInStep(fn)
+    assert in_step.outcome() == failed and fn.runs == 3  # the first try and RETRY_DELAYS' two
+    assert in_step.outcome() == STARTED and fn.runs == 4  # the next unit tries again
+
+
+def test_a_side_input_is_taken_as_it_is():
+    assert outcome_of(STARTED, None) is STARTED
+    with pytest.raises(ValueError, match="needs a stream's InitializedInStep"):
+        outcome_of(None, None)
+
+
+def test_a_stream_unit_completes_with_the_initialization_it_ran_itself(fake_s3, sink):
+    settings = WriteSettings(KEYS, sink.config, CsvFormat(header=True), SCHEMA, 2**30)
+    fn = _CompleteFn(settings, False, True, InitializedInStep(_InitializeFn(KEYS, sink.config, "error", True)))
+    fn.setup()
+    mine = sink.upload(1, 2)
+    (result,) = fn.process(UploadReport(files=(mine,), rows=2, bytes=mine.bytes), None, window=W1, pane=pane())
+    assert result.ok and result.unit == UNIT and [f.uri for f in result.files] == uris(mine)
+
+
+def test_a_stream_unit_fails_when_its_initialization_finds_foreign_objects(fake_s3, sink):
+    fake_s3.put_object(Bucket="bucket", Key="p/someone-elses.csv", Body=b"x")
+    settings = WriteSettings(KEYS, sink.config, CsvFormat(header=True), SCHEMA, 2**30)
+    init = InitializedInStep(_InitializeFn(KEYS, sink.config, "error", True))
+    init.RETRY_DELAYS = ()
+    fn = _CompleteFn(settings, False, True, init)
+    fn.setup()
+    mine = sink.upload(1)
+    (result,) = fn.process(UploadReport(files=(mine,), rows=1, bytes=mine.bytes), None, window=W1, pane=pane())
+    assert not result.ok and "is not empty" in result.error and sink.aborted(mine)
+    assert not sink.has(KEYS.unit_manifest(UNIT.id))
