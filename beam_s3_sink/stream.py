@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import Any, FrozenSet, Iterable, Optional, Set, Tuple
+from typing import Any, Iterable, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.pvalue import PCollection
@@ -152,15 +152,6 @@ def commit_record(
             return files
     _log.info("unit %s of copy %s: finishing the commit an earlier attempt began", unit.id, keys.sink_id)
     return tuple(_pending_from_json(f) for f in json.loads(earlier))
-
-
-def recorded_uploads(client: Any, keys: CopyKeys, records: Iterable[str]) -> FrozenSet[Tuple[str, str]]:
-    """The ``(key, upload id)`` of every file the commit records ``records`` name."""
-    named: Set[Tuple[str, str]] = set()
-    for record in records:
-        data = _read_if_there(client, keys.location.bucket, record)
-        named.update((d["key"], d["upload_id"]) for d in json.loads(data or b"[]"))
-    return frozenset(named)
 
 
 def _read_if_there(client: Any, bucket: str, key: str) -> Optional[bytes]:
