@@ -22,8 +22,9 @@ unit must hold is computed here from those timestamps, not by Beam::
    and checks that Flink completed some (and that it restarted nothing).
 2. ``test_a_killed_sdk_worker_mid_stream_commits_every_window_once``: Flink with an EXTERNAL
    worker pool (test_worker_kill.py's job server, ``fixed-delay`` restarts, 3 attempts), a 30 s
-   stream into the fixed windows' copy and the table; one SDK worker is ``kill -9``-ed 10 to 20 s
-   in (once a unit has committed, or at 20 s; with checkpoints, once Flink has completed one).
+   stream (45 s with checkpoints) into the fixed windows' copy and the table; one SDK worker is
+   ``kill -9``-ed 10 to 20 s in (once a unit has committed, or at 20 s; with checkpoints, once
+   Flink has completed one as well).
    Without checkpoints Flink restarts the job from its start and the source replays every row;
    with them (``checkpointing``) it restores the last checkpoint, which its log must name
    (``Restoring job ... from Checkpoint N``). Every window must still be exact and no unit
@@ -93,6 +94,9 @@ WINDOW_S = 5
 EVERY_S = 3  # triggering_frequency of the global window's copy
 SOURCE_S = 20
 KILL_SOURCE_S = 30
+#: With checkpoints the kill waits for Flink's first one, which the EXTERNAL pool's workers made
+#: complete 14 to 27 s into the stream here: the source runs longer, so the kill lands mid-stream.
+KILL_SOURCE_CHECKPOINTING_S = 45
 KILL_AFTER_S = 10
 #: Prism's source runs this much longer than its rows, with none (module docstring).
 PRISM_QUIET_S = 8
@@ -450,7 +454,7 @@ def stream_and_kill(
     ``wait_for_units``); results under ``root/first``. Checks that the worker died, Flink
     restarted and the pool started new workers."""
     server, pool = restarting_flink
-    args = external_flink_args(server, pool) + flink_streaming(KILL_SOURCE_S, checkpointing)
+    args = external_flink_args(server, pool) + flink_streaming(impulse.seconds, checkpointing)
     prefixes = [name for name in copies if name != "table"]
 
     def run(root) -> None:
@@ -511,7 +515,7 @@ def test_a_killed_sdk_worker_mid_stream_commits_every_window_once(
 ):
     """Without checkpoints Flink restarts the job from its start and the source replays; with
     them it restores the last checkpoint (its log says from which), and the stream goes on."""
-    impulse = Impulse.from_now(KILL_SOURCE_S)
+    impulse = Impulse.from_now(KILL_SOURCE_CHECKPOINTING_S if checkpointing else KILL_SOURCE_S)
     catalog, table = dict(stream_catalog.props, name=stream_catalog.name), table_name(bucket)
     copies = ("fixed", "table")
     killed = stream_and_kill(
