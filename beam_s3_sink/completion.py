@@ -33,7 +33,7 @@ from .messages import InitOutcome, PendingFile, UploadReport
 from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call
 from .schema import schema_to_json
-from .stream import commit_record, committed_unit, unit_of
+from .stream import abort_dead_uploads, commit_record, committed_unit, unit_of
 from .stream_init import InitializedInStep, outcome_of
 from .writer import WriteSettings
 
@@ -178,8 +178,9 @@ class _CompleteFn(_S3DoFn):
     # success ----------------------------------------------------------------------------
     def _commit(self, report: UploadReport, init: InitOutcome, unit: Optional[StreamUnit]) -> Optional[CopyToResult]:
         """Complete every reported upload, abort every other of the copy, then publish. A
-        stream's unit: reported again if committed already; nothing for an empty pane; its
-        other uploads are left to the units they belong to."""
+        stream's unit: reported again if committed already; nothing for an empty pane; of the
+        other uploads, those of attempts that died for this unit are aborted
+        (:func:`~.stream.abort_dead_uploads`), the rest left to the units they belong to."""
         keys, files = self._keys, tuple(report.files)
         self._committing = files  # what a failure abandons: these, or an earlier attempt's
         if unit is not None:
@@ -189,6 +190,7 @@ class _CompleteFn(_S3DoFn):
             if done is not None:
                 _log.info("unit %s of copy %s is committed already; reporting it again", unit.id, keys.sink_id)
                 self._abandon(files, unit=unit)
+                abort_dead_uploads(self._client, keys, unit, frozenset())
                 return done
             files = self._committing = tuple(self._record(unit, files))
             named = {(f.key, f.upload_id) for f in files}
@@ -196,6 +198,8 @@ class _CompleteFn(_S3DoFn):
         if files:
             with ThreadPoolExecutor(self._config.max_concurrency) as pool:
                 list(pool.map(self._complete, files))
+        if unit is not None:  # what attempts that died uploaded for this unit
+            abort_dead_uploads(self._client, keys, unit, frozenset((f.key, f.upload_id) for f in files))
         copied = sorted(
             (CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes, f.stats, f.partition) for f in files),
             key=lambda f: f.uri,

@@ -30,10 +30,11 @@ input.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, FrozenSet, Iterable, List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.pvalue import PCollection
@@ -47,13 +48,20 @@ from .cleanup import abort_uploads
 from .clients import _S3DoFn
 from .errors import CopyToS3Error, S3RequestError
 from .formats.stats import stats_from_json, stats_json
-from .keys import CopyKeys
+from .keys import CopyKeys, new_token
 from .messages import InitOutcome, PendingFile
 from .results import StreamUnit
-from .s3 import call, list_keys, read_object
+from .s3 import call, list_keys, list_uploads, read_object
 from .writer import WriteSettings
 
-__all__ = ["stream_windowing", "unit_of", "commit_record", "warn_of_job_server_timeout"]
+__all__ = [
+    "stream_windowing",
+    "unit_of",
+    "commit_record",
+    "writer_token",
+    "abort_dead_uploads",
+    "warn_of_job_server_timeout",
+]
 
 _log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -187,6 +195,55 @@ def _pending_from_json(d: Any) -> PendingFile:
         stats_from_json(d["stats"]),
         tuple((str(name), value) for name, value in d.get("partition", ())),
     )
+
+
+# --- a dead attempt's uploads of a unit ------------------------------------------------------------
+
+_UNIT_TOKEN_DIGITS = 8
+
+
+def writer_token(unit: StreamUnit) -> str:
+    """A stream writer's file token: for a unit of an on-time pane, :data:`_UNIT_TOKEN_DIGITS`
+    hex digits naming the unit (the same on every attempt) and random ones; else a random token.
+
+    >>> unit = StreamUnit(None, None, 0, "EARLY")
+    >>> len(writer_token(unit)) == 16 and writer_token(unit) != writer_token(unit)
+    True
+    """
+    prefix = _unit_prefix(unit)
+    token = new_token()
+    return token if prefix is None else prefix + token[len(prefix) :]
+
+
+def _unit_prefix(unit: StreamUnit) -> Optional[str]:
+    """The token prefix of ``unit``'s writers: only an on-time pane of a window, which completion
+    commits once every writer of the attempt that fired it has reported (the watermark holds it
+    back until then), so that any other upload under the prefix is a dead attempt's."""
+    if unit.start is None or unit.timing != "ON_TIME":
+        return None
+    return hashlib.sha256(unit.id.encode()).hexdigest()[:_UNIT_TOKEN_DIGITS]
+
+
+def abort_dead_uploads(
+    client: Any, keys: CopyKeys, unit: StreamUnit, keep: FrozenSet[Tuple[str, str]]
+) -> List[Tuple[str, str]]:
+    """Abort the pending uploads of ``unit``'s writers but ``keep`` (the files its commit names):
+    those of attempts that died, e.g. before the checkpoint a restarted job restored (see
+    :func:`_unit_prefix`). Best effort: what is left, the end of the stream aborts."""
+    prefix = _unit_prefix(unit)
+    if prefix is None:
+        return []
+    bucket, name, aborted = keys.location.bucket, f"{keys.sink_id}-{prefix}", []
+    try:
+        for key, upload_id in list(list_uploads(client, bucket, keys.data_prefix)):
+            if keys.is_data_file(key) and key.rsplit("/", 1)[-1].startswith(name) and (key, upload_id) not in keep:
+                call(client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)
+                aborted.append((key, upload_id))
+    except S3RequestError as exc:
+        _log.warning("unit %s of copy %s: could not abort a dead attempt's uploads: %s", unit.id, keys.sink_id, exc)
+    if aborted:
+        _log.info("unit %s of copy %s: aborted %d upload(s) of attempts that died", unit.id, keys.sink_id, len(aborted))
+    return aborted
 
 
 _JOB_SERVICE_RUNNERS = ("FlinkRunner", "SparkRunner", "PrismRunner")  # each starts a job service of its own

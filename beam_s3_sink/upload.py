@@ -14,6 +14,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, List, Optional
 
+from apache_beam import DoFn
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -21,6 +22,7 @@ from .batches import Key
 from .clients import _S3DoFn
 from .keys import new_token
 from .messages import InitOutcome, PendingFile, UploadReport
+from .stream import unit_of, writer_token
 from .stream_init import InitializedInStep, outcome_of
 from .writer import FileWriter, WriteSettings
 
@@ -64,7 +66,13 @@ class _WriteFn(_S3DoFn):
     def start_bundle(self) -> None:
         self._bundle_writer: Optional[FileWriter] = None
 
-    def process(self, element: Any, init: Optional[InitOutcome]) -> Iterable[UploadReport]:
+    def process(
+        self,
+        element: Any,
+        init: Optional[InitOutcome],
+        window: Any = DoFn.WindowParam,
+        pane: Any = DoFn.PaneInfoParam,
+    ) -> Iterable[UploadReport]:
         init = outcome_of(init, self._stream_init)
         if init.error is not None and self._stream_init is not None:
             yield UploadReport(error=init.error)  # the unit fails with it (a bounded copy's completion reports it)
@@ -78,7 +86,8 @@ class _WriteFn(_S3DoFn):
             self._bundle_writer.add_blob(element)
             return
         key, blobs = element
-        writer = self._writer(key, settings)
+        token = writer_token(unit_of(window, pane)) if self._stream_init is not None else None
+        writer = self._writer(key, settings, token)
         for blob in blobs:
             writer.add_blob(blob)
             if writer.error is not None:
@@ -90,12 +99,14 @@ class _WriteFn(_S3DoFn):
             yield WindowedValue(self._finish(self._bundle_writer), GlobalWindow().max_timestamp(), [GlobalWindow()])
             self._bundle_writer = None
 
-    def _writer(self, key: Key, settings: WriteSettings) -> FileWriter:
+    def _writer(self, key: Key, settings: WriteSettings, token: Optional[str] = None) -> FileWriter:
+        """A writer of files named by batch number ``key`` (an int), else by ``token`` (a stream's:
+        :func:`~.stream.writer_token`), else by a fresh token."""
         keys, extension = settings.keys, settings.format.extension
         if isinstance(key, int):
             name = lambda directory, number: keys.batch_file(key, number, extension, directory)  # noqa: E731
         else:
-            token = new_token()
+            token = token or new_token()
             name = lambda directory, number: keys.data_file(token, number, extension, directory)  # noqa: E731
         assert self._pool is not None, "setup() makes the pools"
         return FileWriter(self._client, self._pool, settings, name, self._count_file, self._encode_pool)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 from datetime import datetime, timedelta, timezone
-from typing import Dict
+from typing import Dict, Optional
 
 import apache_beam as beam
 import pyarrow as pa
@@ -38,7 +38,7 @@ from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.manifest import manifest_json, result_from_manifest
 from beam_s3_sink.messages import InitOutcome, PendingFile, UploadReport
 from beam_s3_sink.results import CopiedFile, CopyToResult, StreamUnit
-from beam_s3_sink.stream import _FinishStreamFn, commit_record, unit_of
+from beam_s3_sink.stream import _FinishStreamFn, commit_record, unit_of, writer_token
 from beam_s3_sink.stream_init import InitializedInStep, outcome_of
 from beam_s3_sink.writer import WriteSettings
 
@@ -211,10 +211,10 @@ class StreamSink:
         fake.put_object(Bucket="bucket", Key=KEYS.sentinel, Body=b"")
         fake.put_object(Bucket="bucket", Key=KEYS.claim, Body=b'{"sink_id": "orders"}')
 
-    def upload(self, *ids: int, keys: CopyKeys = KEYS) -> PendingFile:
-        """A CSV file of ``ids`` uploaded as one part, not completed (a writer's)."""
+    def upload(self, *ids: int, keys: CopyKeys = KEYS, token: Optional[str] = None) -> PendingFile:
+        """A CSV file of ``ids`` uploaded as one part, not completed (a writer's, named by ``token``)."""
         body = b"id\n" + b"".join(b"%d\n" % i for i in ids)
-        key = keys.data_file(f"{next(self._tokens):016x}", 1, "csv")
+        key = keys.data_file(token or f"{next(self._tokens):016x}", 1, "csv")
         upload = self.fake.create_multipart_upload(Bucket="bucket", Key=key)["UploadId"]
         etag = self.fake.upload_part(Bucket="bucket", Key=key, UploadId=upload, PartNumber=1, Body=body)["ETag"]
         return PendingFile(key, upload, ((1, etag),), len(ids), len(body))
@@ -226,14 +226,14 @@ class StreamSink:
             Bucket="bucket", Key=file.key, UploadId=file.upload_id, MultipartUpload={"Parts": parts}
         )
 
-    def complete(self, *files: PendingFile, error=None, win=W1, fail_on_error=False, init=STARTED):
-        """The results of completing the report of ``files`` as unit ``unit_of(win, pane())``."""
+    def complete(self, *files: PendingFile, error=None, win=W1, fail_on_error=False, init=STARTED, at=None):
+        """The results of completing the report of ``files`` as unit ``unit_of(win, at or pane())``."""
         report = UploadReport(files=files, rows=sum(f.rows for f in files), bytes=sum(f.bytes for f in files))
         if error is not None:
             report = UploadReport(files=files, error=error)
         fn = _CompleteFn(WriteSettings(KEYS, self.config, CsvFormat(header=True), SCHEMA, 2**30), fail_on_error, True)
         fn.setup()
-        return list(fn.process(report, init, window=win, pane=pane()))
+        return list(fn.process(report, init, window=win, pane=at or pane()))
 
     def visible(self, *files: PendingFile) -> bool:
         return any(("bucket", f.key) in self.fake.objects for f in files)
@@ -727,3 +727,40 @@ def test_a_stream_unit_fails_when_its_initialization_finds_foreign_objects(fake_
     (result,) = fn.process(UploadReport(files=(mine,), rows=1, bytes=mine.bytes), None, window=W1, pane=pane())
     assert not result.ok and "is not empty" in result.error and sink.aborted(mine)
     assert not sink.has(KEYS.unit_manifest(UNIT.id))
+
+
+# --- 8. a dead attempt's uploads of a unit, aborted when the unit commits -------------------------
+
+
+def test_a_unit_commit_aborts_the_uploads_of_its_writers_that_died(fake_s3, sink):
+    dead = sink.upload(1, 2, token=writer_token(UNIT))  # an attempt that died before the checkpoint
+    mine = sink.upload(1, 2, token=writer_token(UNIT))
+    next_unit = sink.upload(7, token=writer_token(unit_of(W2, pane())))  # being written
+    late = sink.upload(8, token=writer_token(unit_of(W1, pane(1, PaneInfoTiming.LATE))))
+    other = sink.upload(9)
+    (result,) = sink.complete(mine)
+    assert result.ok and [f.uri for f in result.files] == uris(mine)
+    assert sink.aborted(dead) and sink.pending(next_unit, late, other)
+
+
+def test_a_unit_found_committed_aborts_the_uploads_of_its_writers_that_died(fake_s3, sink):
+    sink.complete(sink.upload(1, token=writer_token(UNIT)))
+    dead, retry = sink.upload(1, token=writer_token(UNIT)), sink.upload(1, token=writer_token(UNIT))
+    sink.complete(retry)
+    assert sink.aborted(dead, retry)
+
+
+def test_a_unit_cut_short_completes_the_files_its_record_names_whatever_their_token(fake_s3, sink):
+    earlier = (sink.upload(1, token=writer_token(UNIT)), sink.upload(2, token=writer_token(UNIT)))
+    commit_record(fake_s3, KEYS, UNIT, earlier, {})
+    (result,) = sink.complete(sink.upload(1, token=writer_token(UNIT)), sink.upload(2, token=writer_token(UNIT)))
+    assert result.ok and [f.uri for f in result.files] == uris(*earlier) and sink.visible(*earlier)
+    assert not any(f.upload_id in fake_s3.uploads for f in earlier)  # completed, not aborted
+
+
+def test_only_an_on_time_pane_of_a_window_has_writers_named_by_their_unit():
+    on_time = writer_token(UNIT)
+    assert writer_token(UNIT)[:8] == on_time[:8] and writer_token(UNIT) != on_time
+    assert writer_token(unit_of(W2, pane()))[:8] != on_time[:8]
+    for unit in (unit_of(W1, pane(1, PaneInfoTiming.LATE)), unit_of(GlobalWindow(), pane(0, PaneInfoTiming.EARLY))):
+        assert len({writer_token(unit)[:8] for _ in range(20)}) > 1  # random
