@@ -15,8 +15,9 @@ stream needs removed: it checks the path (objects of another sink id refused), t
 would look newer to the sentinel re-list of :mod:`.claim`), and for a table loads (or creates)
 it and derives the write settings (data path, field ids, partition spec) from the catalog, the
 same on every worker while the table's schema and spec stay as they are. It aborts no upload and
-deletes no file: other workers of the stream are writing; what dead attempts left is removed by
-the end of the stream (:class:`~.stream._FinishStream`).
+deletes no file: other workers of the stream are writing. What dead attempts uploaded is aborted
+when its unit commits (:func:`~.stream.abort_dead_uploads`, an on-time pane's) or at the end of
+the stream (:class:`~.stream._FinishStream`).
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ class _WriteFn(_S3DoFn):
     ``grouped=False``: elements are :class:`~.batches.Batches`, one writer per bundle. ``grouped=True``:
     elements are ``(key, [blob, ...])``, one writer per key; an int key is a ``num_batches``
     batch number, whose files are ``P/ID-batch-<bbbb>-<nnnn>`` (the same keys on every run).
-    Other files are ``P/ID-<token>-<nnnn>``, with a fresh token per writer and attempt.
+    Other files are ``P/ID-<token>-<nnnn>``, with a fresh token per writer and attempt (a
+    stream's on-time writers' begin with their unit's digits: :func:`~.stream.writer_token`).
     A stream's (``stream_init``) reads no side input: it initializes itself (:mod:`.stream_init`);
     when that fails, each writer reports the error instead of writing, so that its unit fails.
     """
