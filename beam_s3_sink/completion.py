@@ -35,7 +35,8 @@ from .messages import InitOutcome, PendingFile, UploadReport
 from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call
 from .schema import schema_to_json
-from .stream import commit_record, committed_unit, unit_of
+from .stream import abort_dead_uploads, commit_record, committed_unit, unit_of
+from .stream_init import InitializedInStep, outcome_of
 from .writer import WriteSettings
 
 __all__ = ["MergeReports", "ReportAccumulator"]
@@ -112,23 +113,37 @@ class MergeReports(beam.CombineFn):
 
 class _CompleteFn(_S3DoFn):
     """Commits (or abandons) the copy, or with ``stream`` one unit of it, and emits its
-    :class:`CopyToResult`."""
+    :class:`CopyToResult`. In a stream's graph (``stream_init``) it reads no side input and
+    initializes itself before its first unit (:mod:`.stream_init`)."""
 
     TRANSFORM = "CopyToS3"  # how errors name the copy
 
-    def __init__(self, settings: WriteSettings, fail_on_error: bool, stream: bool = False) -> None:
+    def __init__(
+        self,
+        settings: WriteSettings,
+        fail_on_error: bool,
+        stream: bool = False,
+        stream_init: Optional[InitializedInStep] = None,
+    ) -> None:
         super().__init__(settings.config)
         self._settings = settings
         self._fail_on_error = fail_on_error
         self._stream = stream
+        self._stream_init = stream_init
+
+    def setup(self) -> None:
+        super().setup()
+        if self._stream_init is not None:
+            self._stream_init.setup()
 
     def process(
         self,
         report: UploadReport,
-        init: InitOutcome,
+        init: Optional[InitOutcome],
         window: Any = beam.DoFn.WindowParam,
         pane: Any = beam.DoFn.PaneInfoParam,
     ) -> Iterable[CopyToResult]:
+        init = outcome_of(init, self._stream_init)
         settings = init.settings or self._settings  # a table's, decided by its initialization
         self._keys, self._format, self._schema = settings.keys, settings.format, settings.schema
         unit = unit_of(window, pane) if self._stream else None
@@ -192,8 +207,9 @@ class _CompleteFn(_S3DoFn):
     # success ----------------------------------------------------------------------------
     def _commit(self, report: UploadReport, init: InitOutcome, unit: Optional[StreamUnit]) -> Optional[CopyToResult]:
         """Complete every reported upload, abort every other of the copy, then publish. A
-        stream's unit: reported again if committed already; nothing for an empty pane; its
-        other uploads are left to the units they belong to."""
+        stream's unit: reported again if committed already; nothing for an empty pane; of the
+        other uploads, those of attempts that died for this unit are aborted
+        (:func:`~.stream.abort_dead_uploads`), the rest left to the units they belong to."""
         keys, files = self._keys, tuple(report.files)
         self._committing = files  # what a failure abandons: these, or an earlier attempt's
         if unit is not None:
@@ -203,6 +219,7 @@ class _CompleteFn(_S3DoFn):
             if done is not None:
                 _log.info("unit %s of copy %s is committed already; reporting it again", unit.id, keys.sink_id)
                 self._abandon(files, unit=unit)
+                abort_dead_uploads(self._client, keys, unit, frozenset())
                 return done
             files = self._committing = tuple(self._record(unit, files))
             named = {(f.key, f.upload_id) for f in files}
@@ -210,6 +227,8 @@ class _CompleteFn(_S3DoFn):
         if files:
             with ThreadPoolExecutor(self._config.max_concurrency) as pool:
                 list(pool.map(self._complete, files))
+        if unit is not None:  # what attempts that died uploaded for this unit
+            abort_dead_uploads(self._client, keys, unit, frozenset((f.key, f.upload_id) for f in files))
         copied = sorted(
             (CopiedFile(keys.location.object_uri(f.key), f.rows, f.bytes, f.stats, f.partition) for f in files),
             key=lambda f: f.uri,

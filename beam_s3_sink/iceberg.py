@@ -5,7 +5,7 @@ Initialization loads the catalog (pyiceberg), creates a missing table from the c
 accepts it (its current partition spec is the copy's, see :mod:`.table_layout`), reports
 an earlier snapshot of this sink id again (a rerun commits nothing), removes what a crashed run
 of this sink id left under the table's ``data/`` (pending uploads; files it completed but never
-committed), and hands the upload step the table's write settings (its location, its schema with
+committed; a stream's leaves that to its end, see :mod:`.stream_init`), and hands the upload step the table's write settings (its location, its schema with
 Iceberg field ids, its partition spec as a :class:`~.table_layout.TableLayout`). Parquet files
 are uploaded as for ``CopyToS3`` and not completed; completion
 completes them and commits exactly one snapshot that adds them (:mod:`.iceberg_commit`), with
@@ -40,6 +40,7 @@ from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call, list_keys
 from .schema import resolve_schema
 from .stream import _FinishStream, _FinishStreamFn, stream_windowing
+from .stream_init import InitializedInStep
 from .table_layout import PartitionExpression, TableLayout, parse_partition_by, table_layout_for
 from .transform import (
     DEFAULT_MAX_FILE_SIZE,
@@ -204,6 +205,7 @@ class CopyToIceberg(beam.PTransform):
                 validate_only=self._validate_only,
                 upload_graph=self._upload_graph == "per_bundle",
                 mode=self._mode == "overwrite",
+                errors=self._errors is not None,
             )
             rows = stream_windowing(rows, self._triggering_frequency, "CopyToIceberg")
         else:
@@ -238,11 +240,19 @@ class CopyToIceberg(beam.PTransform):
             max_file_size=given,
             evolution=self._evolution,
         )
-        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
+        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors, stream)
+        in_step = InitializedInStep(init_fn) if stream else None  # a stream's steps read no side input
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
-        reports = rows | "Upload" >> _Upload(settings, graph, None, init, stream)
+        reports = rows | "Upload" >> _Upload(settings, graph, None, init, in_step)
         complete_fn = _TableCompleteFn(
-            settings, self._fail_on_error, self._table, self._catalog, self._mode, stream, evolution=self._evolution
+            settings,
+            self._fail_on_error,
+            self._table,
+            self._catalog,
+            self._mode,
+            stream,
+            evolution=self._evolution,
+            stream_init=in_step,
         )
         outputs = reports | "Commit" >> _Complete(complete_fn, init, stream, self._bad_rows)
         if stream:
@@ -356,7 +366,7 @@ class _TableInitFn(_S3DoFn):
         self._max_file_size = max_file_size  # the user's; None: the table's write.target-file-size-bytes
         self._evolution = evolution
 
-    def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
+    def process(self, _unused: Any, errors: Iterable[Any] = ()) -> Iterable[InitOutcome]:
         for error in errors:
             yield InitOutcome(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
@@ -386,8 +396,10 @@ class _TableInitFn(_S3DoFn):
         if done is not None:
             _log.info("copy %s into %s committed snapshot %s already", keys.sink_id, self._name, done.snapshot_id)
             return InitOutcome(done=_result_of(table, keys, done))
-        warnings = abort_uploads(self._client, keys)[1]
-        _delete_uncommitted(self._client, keys, table, every_snapshot=self._stream)
+        warnings: List[str] = []
+        if not self._stream:  # a stream's runs in every step: it removes nothing (see .stream_init)
+            warnings = abort_uploads(self._client, keys)[1]
+            _delete_uncommitted(self._client, keys, table)
         table_settings, size_warnings = table_write_settings(
             settings, table.location(), table.properties, self._max_file_size, MIN_FILE_SIZE
         )
@@ -404,13 +416,18 @@ def _with_field_ids(schema: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
 
 def _result_of(table: Any, keys: CopyKeys, snapshot: Any, unit: Optional[StreamUnit] = None) -> CopyToResult:
     """The result of an earlier commit of this sink id, from its snapshot and the files of it
-    that the table still holds (a stream's unit: from its snapshot alone, without files)."""
+    that the table still holds (a stream's unit: the files its snapshot added, so that a unit
+    reported again after a restart names the same files as its first report)."""
     from .iceberg_commit import BAD_ROWS_PROPERTY
 
     summary, head = snapshot.summary, f"s3://{keys.location.bucket}/"
+    if unit is not None:
+        listed = _added_files(table, snapshot)
+    else:
+        listed = table.inspect.files().to_pylist() if table.current_snapshot() is not None else []
     files = [
         CopiedFile(f["file_path"], f["record_count"], f["file_size_in_bytes"])
-        for f in (table.inspect.files().to_pylist() if unit is None and table.current_snapshot() is not None else [])
+        for f in listed
         if f["file_path"].startswith(head) and keys.is_data_file(f["file_path"][len(head) :])
     ]
     return CopyToResult(
@@ -423,6 +440,27 @@ def _result_of(table: Any, keys: CopyKeys, snapshot: Any, unit: Optional[StreamU
         snapshot_id=snapshot.snapshot_id,
         unit=unit,
     )
+
+
+def _added_files(table: Any, snapshot: Any) -> List[Dict[str, Any]]:
+    """The data files ``snapshot`` added (path, record count, size), from its manifests."""
+    from pyiceberg.manifest import ManifestEntryStatus
+
+    added = []
+    for manifest in snapshot.manifests(table.io):
+        if manifest.added_snapshot_id != snapshot.snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io):
+            if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot.snapshot_id:
+                f = entry.data_file
+                added.append(
+                    {
+                        "file_path": f.file_path,
+                        "record_count": f.record_count,
+                        "file_size_in_bytes": f.file_size_in_bytes,
+                    }
+                )
+    return added
 
 
 def abort_table_copy(
@@ -480,8 +518,9 @@ class _TableCompleteFn(_CompleteFn):
         mode: str,
         stream: bool = False,
         evolution: Optional[str] = None,
+        stream_init: Optional[InitializedInStep] = None,
     ) -> None:
-        super().__init__(settings, fail_on_error, stream)
+        super().__init__(settings, fail_on_error, stream, stream_init)
         self._name, self._catalog, self._mode = name, catalog, mode
         self._evolution = evolution
 

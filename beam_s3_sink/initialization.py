@@ -6,9 +6,13 @@ finished (report that result again, write nothing); otherwise it takes the path'
 (``if_exists="error"``, naming them) or records them for completion to delete
 (``"replace"``), writes the ``INCOMPLETE`` sentinel, and removes what an earlier failed run
 of ``ID`` left (pending uploads, best effort; data files and a stale manifest, which a reader
-would see, or the copy fails). A stream's earlier run left committed units, which stay, and
-perhaps a unit's commit record, whose uploads stay for the unit's replay to finish
-(:mod:`.stream`).
+would see, or the copy fails).
+
+A stream's initialization runs in its ``Initialize`` step and again in each ``Write`` and
+completion instance (:mod:`.stream_init`: a stream's steps read no side input), so it is
+idempotent and removes nothing: an earlier run's committed units and commit records stay (a
+unit's replay finishes its commit), and its pending uploads, which could be a running writer's,
+are left to the end of the stream; the sentinel is written only when it is missing.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from .keys import CopyKeys
 from .manifest import result_from_manifest
 from .messages import InitOutcome
 from .s3 import call, list_keys, read_object
-from .stream import recorded_uploads
 
 __all__ = ["initialize", "fallback_winner"]
 
@@ -42,7 +45,7 @@ class _InitializeFn(_S3DoFn):
         self._if_exists = if_exists
         self._stream = stream
 
-    def process(self, _unused: Any, errors: Iterable[Any]) -> Iterable[InitOutcome]:
+    def process(self, _unused: Any, errors: Iterable[Any] = ()) -> Iterable[InitOutcome]:
         for error in errors:
             yield InitOutcome(error=f"the copy was aborted before writing anything, by an upstream error: {error}")
             return
@@ -94,16 +97,15 @@ def initialize(
         return InitOutcome(error=_not_empty(keys, foreign))
 
     # The sentinel goes first, so that readers see "in progress" while leftovers are removed.
-    call(client, "PutObject", bucket, keys.sentinel, Body=b"", **put_args)
+    if not stream or keys.sentinel not in present:  # a stream's is written once (module docstring)
+        call(client, "PutObject", bucket, keys.sentinel, Body=b"", **put_args)
     if guard == RELIST:
         winner = fallback_winner(client, keys)
         if winner != keys.sink_id:
             call(client, "DeleteObject", bucket, keys.sentinel)
             return InitOutcome(error=_claimed_by_other(keys, winner, ""))
-    if stream:
-        records = [k for k in present if keys.is_unit_object(k) and k.endswith(".commit.json")]
-        warnings = abort_uploads(client, keys, recorded_uploads(client, keys, records))[1]
-        return InitOutcome(warnings=tuple(warnings), guard=guard)
+    if stream:  # removes nothing: other workers of the stream may be writing (module docstring)
+        return InitOutcome(guard=guard)
     warnings = abort_uploads(client, keys)[1]
     leftovers = sorted(k for k in present if k != keys.sentinel and keys.is_owned(k))
     for key in leftovers:

@@ -15,6 +15,9 @@ What differs from a bounded copy (the steps are the same, see :mod:`.transform`)
   committed with :func:`commit_record` (S3) or one snapshot (Iceberg). A unit already committed
   is reported again and this attempt's uploads are aborted; a unit whose commit was cut short is
   finished with the files its commit record names. An empty pane commits nothing.
+- **No side input** (:mod:`.stream_init`), so that Flink checkpoints the stream: ``Write`` and
+  completion run the stream's initialization themselves (idempotent, removing nothing), and the
+  end of the stream joins ``Initialize``'s outcome with the results by a ``GroupByKey``.
 - **The end of the stream** (:class:`_FinishStream`): once every unit is committed, pending
   uploads that no unit named (attempts that died) are aborted, the claim is released and the
   sentinel deleted.
@@ -27,13 +30,14 @@ input.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import Any, FrozenSet, Iterable, Optional, Set, Tuple
+from typing import Any, FrozenSet, Iterable, List, Optional, Tuple
 
 import apache_beam as beam
-from apache_beam.pvalue import AsSingleton, PCollection
+from apache_beam.pvalue import PCollection
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import FixedWindows, GlobalWindow, GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
@@ -44,13 +48,20 @@ from .cleanup import abort_uploads
 from .clients import _S3DoFn
 from .errors import CopyToS3Error, S3RequestError
 from .formats.stats import stats_from_json, stats_json
-from .keys import CopyKeys
+from .keys import CopyKeys, new_token
 from .messages import InitOutcome, PendingFile
 from .results import StreamUnit
-from .s3 import call, list_keys, read_object
+from .s3 import call, list_keys, list_uploads, read_object
 from .writer import WriteSettings
 
-__all__ = ["stream_windowing", "unit_of", "commit_record", "warn_of_job_server_timeout"]
+__all__ = [
+    "stream_windowing",
+    "unit_of",
+    "commit_record",
+    "writer_token",
+    "abort_dead_uploads",
+    "warn_of_job_server_timeout",
+]
 
 _log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -151,15 +162,6 @@ def commit_record(
     return tuple(_pending_from_json(f) for f in json.loads(earlier))
 
 
-def recorded_uploads(client: Any, keys: CopyKeys, records: Iterable[str]) -> FrozenSet[Tuple[str, str]]:
-    """The ``(key, upload id)`` of every file the commit records ``records`` name."""
-    named: Set[Tuple[str, str]] = set()
-    for record in records:
-        data = _read_if_there(client, keys.location.bucket, record)
-        named.update((d["key"], d["upload_id"]) for d in json.loads(data or b"[]"))
-    return frozenset(named)
-
-
 def _read_if_there(client: Any, bucket: str, key: str) -> Optional[bytes]:
     try:
         return read_object(client, bucket, key)
@@ -193,6 +195,55 @@ def _pending_from_json(d: Any) -> PendingFile:
         stats_from_json(d["stats"]),
         tuple((str(name), value) for name, value in d.get("partition", ())),
     )
+
+
+# --- a dead attempt's uploads of a unit ------------------------------------------------------------
+
+_UNIT_TOKEN_DIGITS = 8
+
+
+def writer_token(unit: StreamUnit) -> str:
+    """A stream writer's file token: for a unit of an on-time pane, :data:`_UNIT_TOKEN_DIGITS`
+    hex digits naming the unit (the same on every attempt) and random ones; else a random token.
+
+    >>> unit = StreamUnit(None, None, 0, "EARLY")
+    >>> len(writer_token(unit)) == 16 and writer_token(unit) != writer_token(unit)
+    True
+    """
+    prefix = _unit_prefix(unit)
+    token = new_token()
+    return token if prefix is None else prefix + token[len(prefix) :]
+
+
+def _unit_prefix(unit: StreamUnit) -> Optional[str]:
+    """The token prefix of ``unit``'s writers: only an on-time pane of a window, which completion
+    commits once every writer of the attempt that fired it has reported (the watermark holds it
+    back until then), so that any other upload under the prefix is a dead attempt's."""
+    if unit.start is None or unit.timing != "ON_TIME":
+        return None
+    return hashlib.sha256(unit.id.encode()).hexdigest()[:_UNIT_TOKEN_DIGITS]
+
+
+def abort_dead_uploads(
+    client: Any, keys: CopyKeys, unit: StreamUnit, keep: FrozenSet[Tuple[str, str]]
+) -> List[Tuple[str, str]]:
+    """Abort the pending uploads of ``unit``'s writers but ``keep`` (the files its commit names):
+    those of attempts that died, e.g. before the checkpoint a restarted job restored (see
+    :func:`_unit_prefix`). Best effort: what is left, the end of the stream aborts."""
+    prefix = _unit_prefix(unit)
+    if prefix is None:
+        return []
+    bucket, name, aborted = keys.location.bucket, f"{keys.sink_id}-{prefix}", []
+    try:
+        for key, upload_id in list(list_uploads(client, bucket, keys.data_prefix)):
+            if keys.is_data_file(key) and key.rsplit("/", 1)[-1].startswith(name) and (key, upload_id) not in keep:
+                call(client, "AbortMultipartUpload", bucket, key, UploadId=upload_id)
+                aborted.append((key, upload_id))
+    except S3RequestError as exc:
+        _log.warning("unit %s of copy %s: could not abort a dead attempt's uploads: %s", unit.id, keys.sink_id, exc)
+    if aborted:
+        _log.info("unit %s of copy %s: aborted %d upload(s) of attempts that died", unit.id, keys.sink_id, len(aborted))
+    return aborted
 
 
 _JOB_SERVICE_RUNNERS = ("FlinkRunner", "SparkRunner", "PrismRunner")  # each starts a job service of its own
@@ -238,8 +289,10 @@ def warn_of_job_server_timeout(options: Any, transform: str) -> bool:
 
 class _FinishStream(beam.PTransform):
     """Runs ``finish_fn`` once, when the stream has ended and every unit is committed: the
-    results (and the one ``InitOutcome``, so that it fires even when no unit was) are gathered
-    in the global window, which closes only when the watermark reaches its end."""
+    results (each as None) and the one ``InitOutcome`` (so that it fires even when no unit was)
+    are gathered in the global window, which closes only when the watermark reaches its end,
+    and ``finish_fn`` takes the outcome from the gathered values (a join, not a side input:
+    Flink checkpoints it, see :mod:`.stream_init`)."""
 
     def __init__(self, finish_fn: beam.DoFn, init: PCollection) -> None:
         super().__init__()
@@ -257,10 +310,27 @@ class _FinishStream(beam.PTransform):
         return (
             ends
             | "Both" >> beam.Flatten()
-            | "Key" >> beam.Map(lambda _: (None, None))
+            | "Key" >> beam.Map(_keyed_outcome)
             | "Gather" >> beam.GroupByKey()
-            | "Run" >> beam.ParDo(self._finish_fn, AsSingleton(self._init))
+            | "Run" >> beam.ParDo(self._finish_fn)
         )
+
+
+def _keyed_outcome(value: Any) -> Tuple[None, Optional[InitOutcome]]:
+    """One key for all; a unit's result as None (only the initialization's outcome is kept)."""
+    return None, value if isinstance(value, InitOutcome) else None
+
+
+def gathered_outcome(values: Iterable[Optional[InitOutcome]]) -> InitOutcome:
+    """The initialization's outcome among the values :class:`_FinishStream` gathered.
+
+    >>> gathered_outcome([None, InitOutcome(guard="conditional"), None]).guard
+    'conditional'
+    """
+    outcomes = [v for v in values if v is not None]
+    if len(outcomes) != 1:
+        raise CopyToS3Error(f"the end of the stream gathered {len(outcomes)} initialization outcomes, not 1")
+    return outcomes[0]
 
 
 class _FinishStreamFn(_S3DoFn):
@@ -271,7 +341,8 @@ class _FinishStreamFn(_S3DoFn):
         super().__init__(settings.config)
         self._settings = settings
 
-    def process(self, _unused: Any, init: InitOutcome) -> Iterable[None]:
+    def process(self, gathered: Tuple[None, Iterable[Optional[InitOutcome]]]) -> Iterable[None]:
+        init = gathered_outcome(gathered[1])
         if init.error is not None or init.done is not None:
             return ()
         keys = (init.settings or self._settings).keys

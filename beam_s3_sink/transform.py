@@ -19,14 +19,19 @@ The package's architecture, in one picture (each box names the module that owns 
                                   (≤ ENCODE_AHEAD queued)     (one row group,   (part_size buffers, ≤ max_concurrency
                                                                or lines)          in flight; never completed here)
 
-    a stream (stream.py): rows in their windows (or EveryInterval: triggering_frequency) ─▶ Batch per window
+    a stream (stream.py): no side input anywhere, so that Flink can checkpoint it (stream_init.py)
+    p ─▶ Initialize (once, at the start) ─InitOutcome───────────────────────────────────────────────┐
+    rows in their windows (or EveryInterval: triggering_frequency) ─▶ Batch per window              │ Flatten +
           ─▶ GroupByKey (the trigger fires panes) ─▶ Write ─▶ Complete per firing: one unit ─▶ CopyToResult per unit
-                                                                         └─▶ Finish, once the stream has ended
+                                                    │         │                        └─▶ Finish ◀─┘ GroupByKey,
+                                   each initializes itself, once per DoFn instance           once the stream has ended
+                                   (idempotent; removes nothing): the checks, claim, sentinel, a table's settings
 
 Initialization checks the path and writes the sentinel once; every writer uploads its files
 without completing them and reports them; completion completes what the reports name, aborts
 every other upload of the copy, writes the manifest and removes the sentinel (a stream: per
-unit, its manifest; the sentinel goes when the stream ends). So a failed or
+unit, its manifest; the sentinel goes when the stream ends, and a stream's ``Write`` and
+``Complete`` run its initialization themselves instead of reading it). So a failed or
 retried bundle's files never become visible, and a copy is all or nothing. Which upload graph
 runs is decided in one place, :func:`upload_graph`. Everything that can be checked without S3
 (the URI, the format and its options against the schema, the sizes, the windowing) is
@@ -57,6 +62,7 @@ from .keys import MAX_BATCHES, CopyKeys, new_sink_id, parse_s3_uri, validate_sin
 from .layout import Layout
 from .schema import resolve_schema
 from .stream import _FinishStream, _FinishStreamFn, stream_windowing
+from .stream_init import InitializedInStep, _InitializeStreamFn
 from .upload import _WriteFn
 from .validate import validate_rows
 from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
@@ -267,6 +273,7 @@ class CopyToS3(beam.PTransform):
                 "CopyToS3",
                 num_batches=self._num_batches is not None,
                 if_exists=self._if_exists == "replace",
+                errors=self._errors is not None,
                 validate_only=self._validate_only,
                 upload_graph=self._upload_graph == "per_bundle",
             )
@@ -296,11 +303,12 @@ class CopyToS3(beam.PTransform):
                 CopyOutputs(rows | "Validate" >> validate_rows(settings), None), self._with_bad_rows
             )
         init_fn = _InitializeFn(keys, config, self._if_exists, stream)
-        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors)
+        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors, stream)
+        in_step = InitializedInStep(init_fn) if stream else None  # a stream's steps read no side input
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph, self._num_batches)
-        reports = rows | "Upload" >> _Upload(settings, graph, self._num_batches, init, stream)
-        complete = _Complete(_CompleteFn(settings, self._fail_on_error, stream), init, stream, self._bad_rows)
-        outputs = reports | "Complete" >> complete
+        reports = rows | "Upload" >> _Upload(settings, graph, self._num_batches, init, in_step)
+        complete_fn = _CompleteFn(settings, self._fail_on_error, stream, in_step)
+        outputs = reports | "Complete" >> _Complete(complete_fn, init, stream, self._bad_rows)
         if stream:
             _ = outputs.results | "Finish" >> _FinishStream(_FinishStreamFn(settings), init)
         return bad_rows_outputs(outputs, self._with_bad_rows)
@@ -360,6 +368,10 @@ _NOT_FOR_STREAMS = {
     "num_batches": "num_batches: its batch keys would be the same in every unit",
     "if_exists": "if_exists='replace': it deletes what was there once the copy has finished, and a stream does not",
     "validate_only": "validate_only: a dry run reports once, at the end of its input",
+    "errors": (
+        "errors input: it would be read as a side input before any unit commits, and Flink cannot "
+        "checkpoint a stream's step that reads one; filter the stream upstream instead"
+    ),
     "upload_graph": "upload_graph='per_bundle': a stream's files span bundles (the grouped graph)",
     "mode": "mode='overwrite': it would replace the whole table at every unit",
 }
@@ -435,13 +447,17 @@ def _without_user_info(url: Optional[str]) -> Optional[str]:
 
 class _Initialize(beam.PTransform):
     """Step 1 (:mod:`.initialization`, or a table's): ``init_fn`` runs once, with the ``errors``
-    input as a side input; its one ``InitOutcome`` is read by the other steps as a singleton."""
+    input as a side input; its one ``InitOutcome`` is read by the other steps as a singleton.
+    A stream's runs once at its start without a side input (it takes no ``errors``), and only
+    its end reads the outcome; its other steps initialize themselves (:mod:`.stream_init`)."""
 
-    def __init__(self, init_fn: beam.DoFn, errors: Optional[PCollection]) -> None:
+    def __init__(self, init_fn: beam.DoFn, errors: Optional[PCollection], stream: bool = False) -> None:
         super().__init__()
-        self._init_fn, self._errors = init_fn, errors
+        self._init_fn, self._errors, self._stream = init_fn, errors, stream
 
     def expand(self, pipeline: Any) -> PCollection:
+        if self._stream:
+            return pipeline | "Start" >> beam.Create([None]) | "Run" >> beam.ParDo(_InitializeStreamFn(self._init_fn))
         if self._errors is None:
             errors = pipeline | "NoUpstreamErrors" >> beam.Create([])
         else:
@@ -453,11 +469,17 @@ class _Upload(beam.PTransform):
     """Step 2 (:mod:`.batches`, :mod:`.upload`): rows in, one ``UploadReport`` per writer out."""
 
     def __init__(
-        self, settings: WriteSettings, graph: str, num_batches: Optional[int], init: PCollection, stream: bool = False
+        self,
+        settings: WriteSettings,
+        graph: str,
+        num_batches: Optional[int],
+        init: PCollection,
+        stream_init: Optional[InitializedInStep] = None,
     ) -> None:
         super().__init__()
         self._settings, self._graph, self._num_batches, self._init = settings, graph, num_batches, init
-        self._stream = stream
+        self._stream_init = stream_init  # a stream's: Write initializes itself, no side input
+        self._stream = stream_init is not None
 
     def expand(self, rows: PCollection) -> PCollection:
         grouped = self._graph == "grouped"
@@ -470,14 +492,17 @@ class _Upload(beam.PTransform):
             blobs = rows | "Batch" >> batch | "Group" >> beam.GroupByKey()
         else:
             blobs = rows | "Batch" >> batch.with_output_types(Batches)
+        if self._stream:
+            return blobs | "Write" >> beam.ParDo(_WriteFn(self._settings, grouped, self._stream_init), None)
         return blobs | "Write" >> beam.ParDo(_WriteFn(self._settings, grouped), AsSingleton(self._init))
 
 
 class _Complete(beam.PTransform):
     """Step 3 (:mod:`.completion`): the reports merged into one, then committed (or abandoned)
-    by ``complete_fn`` into the one ``CopyToResult``; a stream's, per window firing (a unit).
-    Its output: the results and the dead letters of the copies committed (``bad_rows``; None
-    when ``max_bad_rows`` is 0: no bad row is ever left out)."""
+    by ``complete_fn`` into the one ``CopyToResult``; a stream's, per window firing (a unit),
+    by a ``complete_fn`` that initializes itself (no side input: :mod:`.stream_init`). Its
+    output: the results and the dead letters of the copies committed (``bad_rows``; None when
+    ``max_bad_rows`` is 0: no bad row is ever left out)."""
 
     def __init__(
         self, complete_fn: beam.DoFn, init: PCollection, stream: bool = False, bad_rows: BadRowLimit = NO_BAD_ROWS
@@ -489,7 +514,7 @@ class _Complete(beam.PTransform):
     def expand(self, reports: PCollection) -> CopyOutputs:
         merge = beam.CombineGlobally(MergeReports())
         merged = reports | "Merge" >> (merge.without_defaults() if self._stream else merge)
-        run = beam.ParDo(self._complete_fn, AsSingleton(self._init))
+        run = beam.ParDo(self._complete_fn, None if self._stream else AsSingleton(self._init))
         if not self._bad_rows.enabled:
             return CopyOutputs(merged | "Run" >> run, None)
         outputs = merged | "Run" >> run.with_outputs(BAD_ROWS_TAG, main="results")

@@ -18,13 +18,16 @@ unit must hold is computed here from those timestamps, not by Beam::
    (its manifest, its files, its rows' event times, and its snapshot's added rows); the stream
    ended (no sentinel, claim, commit record or pending upload); the table has one snapshot per
    unit, named by sink id and unit, and reads back (pyiceberg, DuckDB's ``iceberg_scan``) as every
-   id once. Its ``flink-checkpointing`` case, the same on Flink with checkpointing, is a strict
-   xfail (below).
+   id once. Its ``flink-checkpointing`` case runs the same on Flink with checkpoints every 2 s,
+   and checks that Flink completed some (and that it restarted nothing).
 2. ``test_a_killed_sdk_worker_mid_stream_commits_every_window_once``: Flink with an EXTERNAL
    worker pool (test_worker_kill.py's job server, ``fixed-delay`` restarts, 3 attempts), a 30 s
-   stream into the fixed windows' copy and the table; one SDK worker is ``kill -9``-ed 10 to 20 s
-   in (once a unit has committed, or at 20 s). Flink restarts the job from its start (no checkpoint:
-   below) and the source replays every row; every window must still be exact and no unit
+   stream (45 s with checkpoints) into the fixed windows' copy and the table; one SDK worker is
+   ``kill -9``-ed 10 to 20 s in (once a unit has committed, or at 20 s; with checkpoints, once
+   Flink has completed one as well).
+   Without checkpoints Flink restarts the job from its start and the source replays every row;
+   with them (``checkpointing``) it restores the last checkpoint, which its log must name
+   (``Restoring job ... from Checkpoint N``). Every window must still be exact and no unit
    committed twice (one manifest per window, one snapshot per unit, distinct unit ids; a replayed
    unit is *reported* again, with the first attempt's files and snapshot), no upload of the copy
    left pending (a kill while pyiceberg writes a snapshot's manifest leaves that upload pending in
@@ -38,17 +41,17 @@ unit must hold is computed here from those timestamps, not by Beam::
 
 Flink options, and why (Beam 2.62's Flink job server, embedded MiniCluster, measured here).
 Streaming without checkpointing: a PeriodicImpulse job ends by itself after the stop timestamp,
-and a restart (the kill) reruns the job from its start. Checkpointing does not work for a copy:
+and a restart (the kill) reruns the job from its start. With checkpointing,
 ``--checkpointing_interval=2000 --finish_bundle_before_checkpointing
---shutdown_sources_after_idle_ms=30000`` makes a plain PeriodicImpulse job exact (and it ends one
-idle period after it starts; without the last two options it never ends, or loses its tail), but
-Beam 2.62's portable Flink runner fails every checkpoint of a stage that reads a side input
-(``ClassCastException: [B cannot be cast to ... WindowedValue`` in the snapshot of the side
-input's state, ``PartitionableListState.deepCopy``; a plain ``ParDo`` with an ``AsSingleton`` of a
-``Create`` fails the same way), and every step of a copy reads its initialization as a side
-input. Flink then restarts the job forever (its default restart strategy under checkpointing is
-unbounded exponential delay): the ``flink-checkpointing`` case fails as soon as Flink's log says
-the job restarts. Every run here has a deadline, and is cancelled past it.
+--shutdown_sources_after_idle_ms=`` (the source's length + 10 s) makes a PeriodicImpulse job
+exact, and it ends one idle period after it starts (without the last two options it never ends,
+or loses its tail). Beam 2.62's portable Flink runner fails every checkpoint of a stage that
+reads a side input (``ClassCastException: ... cannot be cast to ... WindowedValue`` in the
+snapshot of the side input's state; ``tests/experiment_flink_checkpoints.py``), so a stream's
+graph reads none (``beam_s3_sink/stream_init.py``). A checkpoint that fails makes Flink restart
+the job forever (its default restart strategy under checkpointing is unbounded exponential
+delay): ``run_stream(restarts_fail=True)`` fails as soon as Flink's log says the job restarts.
+Every run here has a deadline, and is cancelled past it.
 
 Prism runs PeriodicImpulse streams. While ``triggering_frequency`` fired processing-time panes
 of the global window, Prism 2.77 panicked in about half the runs when such a stream ended
@@ -91,6 +94,9 @@ WINDOW_S = 5
 EVERY_S = 3  # triggering_frequency of the global window's copy
 SOURCE_S = 20
 KILL_SOURCE_S = 30
+#: With checkpoints the kill waits for Flink's first one, which the EXTERNAL pool's workers made
+#: complete 14 to 27 s into the stream here: the source runs longer, so the kill lands mid-stream.
+KILL_SOURCE_CHECKPOINTING_S = 45
 KILL_AFTER_S = 10
 #: Prism's source runs this much longer than its rows, with none (module docstring).
 PRISM_QUIET_S = 8
@@ -193,12 +199,13 @@ def keep_every_report(result, out_dir: str) -> None:
 
 def one_per_unit(results: list) -> Tuple[list, int]:
     """The results of ``keep_every_report``, one per unit (every report of a unit the same
-    commit: the same files and snapshot), and how many were reports of a unit again."""
+    commit: the same files and snapshot; a table's unit reported again names its files as its
+    snapshot has them, without the column statistics), and how many were reports of a unit again."""
     by_unit: Dict[str, list] = collections.defaultdict(list)
     for r in results:
         by_unit[r.unit.id].append(r)
     for unit, reports in by_unit.items():
-        commits = {(r.ok, r.rows, r.files, r.snapshot_id) for r in reports}
+        commits = {(r.ok, r.rows, tuple((f.uri, f.rows, f.bytes) for f in r.files), r.snapshot_id) for r in reports}
         assert len(commits) == 1, f"unit {unit} was reported as {len(commits)} different commits: {reports}"
     return [reports[0] for reports in by_unit.values()], len(results) - len(by_unit)
 
@@ -364,34 +371,25 @@ def table_name(bucket: str) -> str:
     return f"streams.r{bucket.replace('-', '_')}"
 
 
-#: Beam 2.62's portable Flink runner cannot snapshot a side input's state (module docstring).
-FLINK_SIDE_INPUT_CHECKPOINTS = pytest.mark.xfail(
-    strict=True,
-    raises=FlinkRestarted,
-    reason="Beam 2.62's portable Flink runner fails every checkpoint of a stage that reads a side input "
-    "(ClassCastException: ... cannot be cast to WindowedValue, in the snapshot of the operator state that "
-    "holds the side input); every step of a copy reads its initialization as a side input",
-)
-
-
 @pytest.mark.parametrize(
-    "runner_name",
-    ["prism", "flink", pytest.param("flink-checkpointing", marks=FLINK_SIDE_INPUT_CHECKPOINTS)],
+    "runner_name, checkpointing",
+    [("prism", False), ("flink", False), ("flink", True)],
+    ids=["prism", "flink", "flink-checkpointing"],
 )
 def test_a_periodic_stream_commits_every_window_once(
-    runner_name, request, s3_config, s3_client, bucket, stream_catalog, tmp_path
+    runner_name, checkpointing, request, s3_config, s3_client, bucket, stream_catalog, tmp_path
 ):
     from conftest import runner_args
 
     if runner_name == "prism":
         args, server = runner_args("prism", request) + ["--streaming"], None
     else:
-        checkpointing = runner_name == "flink-checkpointing"
         args = runner_args("flink", request) + flink_streaming(SOURCE_S, checkpointing)
         server = request.getfixturevalue("flink_job_server")
     impulse = Impulse.from_now(SOURCE_S, PRISM_QUIET_S if runner_name == "prism" else 0)
     outs = out_dirs(tmp_path)
     catalog, table = dict(stream_catalog.props, name=stream_catalog.name), table_name(bucket)
+    log_from = os.path.getsize(server.log_path) if server is not None else 0
     started = time.monotonic()
     run_stream(
         args,
@@ -400,11 +398,22 @@ def test_a_periodic_stream_commits_every_window_once(
         server,
         restarts_fail=True,
     )
-    print(f"\n{runner_name}: a {SOURCE_S} s stream ran in {time.monotonic() - started:.0f} s")
+    took = time.monotonic() - started
+    checkpoints = len(completed_checkpoints(server, log_from)) if server is not None else 0
+    mode = " with checkpointing" if checkpointing else ""
+    print(f"\n{runner_name}{mode}: a {SOURCE_S} s stream ran in {took:.0f} s; {checkpoints} checkpoint(s) completed")
+    assert (checkpoints > 0) == checkpointing
 
     results = {name: load_results(str(outs[name])) for name in COPIES}
     check_copies(s3_client, s3_config, bucket, impulse, results, stream_catalog, table)
     assert len(results["fixed"]) == len(impulse.windows()) == len(results["table"])
+
+
+def completed_checkpoints(server, log_from: int) -> List[str]:
+    """The lines of Flink's log (``server``'s, from byte ``log_from``) that say a checkpoint completed."""
+    with open(server.log_path, errors="replace") as f:
+        f.seek(log_from)
+        return [line for line in f.read().splitlines() if "Completed checkpoint" in line]
 
 
 @dataclasses.dataclass
@@ -427,14 +436,25 @@ class Killed:
 
 
 def stream_and_kill(
-    restarting_flink, s3_config, s3_client, bucket, catalog, table, impulse, copies, root, wait_for_units=False
+    restarting_flink,
+    s3_config,
+    s3_client,
+    bucket,
+    catalog,
+    table,
+    impulse,
+    copies,
+    root,
+    wait_for_units=False,
+    checkpointing=False,
 ) -> Killed:
-    """Run the stream of ``copies`` on Flink with the EXTERNAL pool and ``kill -9`` one SDK worker
-    once ``KILL_AFTER_S`` have passed and every S3 copy has committed a unit (at the latest 10 s
-    later, unless ``wait_for_units``); results under ``root/first``. Checks that the worker died,
-    Flink restarted and the pool started new workers."""
+    """Run the stream of ``copies`` on Flink with the EXTERNAL pool (with ``checkpointing``: its
+    options, :func:`flink_streaming`) and ``kill -9`` one SDK worker once ``KILL_AFTER_S`` have
+    passed and every S3 copy has committed a unit (at the latest 10 s later, unless
+    ``wait_for_units``); results under ``root/first``. Checks that the worker died, Flink
+    restarted and the pool started new workers."""
     server, pool = restarting_flink
-    args = external_flink_args(server, pool) + flink_streaming(KILL_SOURCE_S)
+    args = external_flink_args(server, pool) + flink_streaming(impulse.seconds, checkpointing)
     prefixes = [name for name in copies if name != "table"]
 
     def run(root) -> None:
@@ -450,6 +470,8 @@ def stream_and_kill(
 
     def due() -> bool:
         if time.time() < impulse.start_s + KILL_AFTER_S:
+            return False
+        if checkpointing and not completed_checkpoints(server, log_from):  # a checkpoint to restore
             return False
         late = not wait_for_units and time.time() > impulse.start_s + KILL_AFTER_S + 10
         if not late and not all(
@@ -487,13 +509,29 @@ RESTART_LINE = re.compile(
 )
 
 
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["replayed", "checkpointing"])
 def test_a_killed_sdk_worker_mid_stream_commits_every_window_once(
-    restarting_flink, s3_config, s3_client, bucket, stream_catalog, tmp_path
+    checkpointing, restarting_flink, s3_config, s3_client, bucket, stream_catalog, tmp_path
 ):
-    impulse = Impulse.from_now(KILL_SOURCE_S)
+    """Without checkpoints Flink restarts the job from its start and the source replays; with
+    them it restores the last checkpoint (its log says from which), and the stream goes on."""
+    impulse = Impulse.from_now(KILL_SOURCE_CHECKPOINTING_S if checkpointing else KILL_SOURCE_S)
     catalog, table = dict(stream_catalog.props, name=stream_catalog.name), table_name(bucket)
     copies = ("fixed", "table")
-    killed = stream_and_kill(restarting_flink, s3_config, s3_client, bucket, catalog, table, impulse, copies, tmp_path)
+    killed = stream_and_kill(
+        restarting_flink,
+        s3_config,
+        s3_client,
+        bucket,
+        catalog,
+        table,
+        impulse,
+        copies,
+        tmp_path,
+        checkpointing=checkpointing,
+    )
+    restored = [line for line in killed.restarts if re.search(r"Restoring job \w+ from Checkpoint \d+", line)]
+    assert bool(restored) == checkpointing, killed.restarts
     if "error" not in killed.outcome:  # Flink restarted the job, the source replayed, the stream ended: exact
         results, replays = killed.results(tmp_path / "first", copies)
         print(f"units reported again after the restart: {replays}")

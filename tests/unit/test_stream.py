@@ -8,7 +8,8 @@
 - Initialization of a stream over an earlier run's objects, and the end of the stream
   (``_FinishStreamFn``).
 - ``CopyToS3``/``CopyToIceberg`` applied to an unbounded PCollection (built, never run): the
-  windowing each accepts and the options each refuses.
+  windowing each accepts and the options each refuses; a stream's graph reads no side input,
+  and its steps initialize themselves (``stream_init.InitializedInStep``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 from datetime import datetime, timedelta, timezone
-from typing import Dict
+from typing import Dict, Optional
 
 import apache_beam as beam
 import pyarrow as pa
@@ -32,12 +33,13 @@ from beam_s3_sink import CopyToIceberg, CopyToS3, CsvFormat, S3Config
 from beam_s3_sink.claim import CONDITIONAL
 from beam_s3_sink.completion import _CompleteFn
 from beam_s3_sink.errors import CopyToS3Error
-from beam_s3_sink.initialization import initialize
+from beam_s3_sink.initialization import _InitializeFn, initialize
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.manifest import manifest_json, result_from_manifest
 from beam_s3_sink.messages import InitOutcome, PendingFile, UploadReport
 from beam_s3_sink.results import CopiedFile, CopyToResult, StreamUnit
-from beam_s3_sink.stream import _FinishStreamFn, commit_record, unit_of
+from beam_s3_sink.stream import _FinishStreamFn, commit_record, unit_of, writer_token
+from beam_s3_sink.stream_init import InitializedInStep, outcome_of
 from beam_s3_sink.writer import WriteSettings
 
 from .fakes import serve
@@ -209,10 +211,10 @@ class StreamSink:
         fake.put_object(Bucket="bucket", Key=KEYS.sentinel, Body=b"")
         fake.put_object(Bucket="bucket", Key=KEYS.claim, Body=b'{"sink_id": "orders"}')
 
-    def upload(self, *ids: int, keys: CopyKeys = KEYS) -> PendingFile:
-        """A CSV file of ``ids`` uploaded as one part, not completed (a writer's)."""
+    def upload(self, *ids: int, keys: CopyKeys = KEYS, token: Optional[str] = None) -> PendingFile:
+        """A CSV file of ``ids`` uploaded as one part, not completed (a writer's, named by ``token``)."""
         body = b"id\n" + b"".join(b"%d\n" % i for i in ids)
-        key = keys.data_file(f"{next(self._tokens):016x}", 1, "csv")
+        key = keys.data_file(token or f"{next(self._tokens):016x}", 1, "csv")
         upload = self.fake.create_multipart_upload(Bucket="bucket", Key=key)["UploadId"]
         etag = self.fake.upload_part(Bucket="bucket", Key=key, UploadId=upload, PartNumber=1, Body=body)["ETag"]
         return PendingFile(key, upload, ((1, etag),), len(ids), len(body))
@@ -224,14 +226,14 @@ class StreamSink:
             Bucket="bucket", Key=file.key, UploadId=file.upload_id, MultipartUpload={"Parts": parts}
         )
 
-    def complete(self, *files: PendingFile, error=None, win=W1, fail_on_error=False, init=STARTED):
-        """The results of completing the report of ``files`` as unit ``unit_of(win, pane())``."""
+    def complete(self, *files: PendingFile, error=None, win=W1, fail_on_error=False, init=STARTED, at=None):
+        """The results of completing the report of ``files`` as unit ``unit_of(win, at or pane())``."""
         report = UploadReport(files=files, rows=sum(f.rows for f in files), bytes=sum(f.bytes for f in files))
         if error is not None:
             report = UploadReport(files=files, error=error)
         fn = _CompleteFn(WriteSettings(KEYS, self.config, CsvFormat(header=True), SCHEMA, 2**30), fail_on_error, True)
         fn.setup()
-        return list(fn.process(report, init, window=win, pane=pane()))
+        return list(fn.process(report, init, window=win, pane=at or pane()))
 
     def visible(self, *files: PendingFile) -> bool:
         return any(("bucket", f.key) in self.fake.objects for f in files)
@@ -377,15 +379,28 @@ def earlier_run(sink):
     return committed, cut_short, dead, unit2
 
 
-def test_a_stream_restarts_over_its_earlier_run_keeping_what_a_unit_needs(fake_s3, sink, earlier_run):
+def test_a_stream_restarts_over_its_earlier_run_removing_nothing(fake_s3, sink, earlier_run):
+    """A stream's initialization runs in every step instance (beam_s3_sink.stream_init): it
+    removes nothing, not even a dead attempt's upload (it could be a running writer's); the
+    end of the stream aborts that."""
     committed, cut_short, dead, unit2 = earlier_run
-    before = fake_s3.keys()
+    before, calls = fake_s3.keys(), len(fake_s3.calls)
     outcome = initialize(fake_s3, KEYS, "error", stream=True)
     assert outcome.error is None and outcome.done is None and outcome.guard == CONDITIONAL
     assert fake_s3.keys() == before  # no committed file, manifest or record deleted
     assert sink.has(KEYS.unit_manifest(UNIT.id)) and sink.visible(committed, cut_short[0])
     assert sink.has(KEYS.unit_commit(unit2.id)) and sink.pending(cut_short[1])
-    assert sink.aborted(dead)
+    assert sink.pending(dead)
+    assert not {"AbortMultipartUpload", "DeleteObject"} & {name for name, _ in fake_s3.calls[calls:]}
+
+
+def test_a_streams_initialization_run_again_writes_its_sentinel_once(fake_s3, sink):
+    fake_s3.delete_object(Bucket="bucket", Key=KEYS.sentinel)
+    calls = len(fake_s3.calls)
+    for _ in range(3):  # the Initialize step, then a Write and a completion instance
+        assert initialize(fake_s3, KEYS, "error", stream=True).guard == CONDITIONAL
+    puts = [kw["Key"] for name, kw in fake_s3.calls[calls:] if name == "PutObject"]
+    assert puts.count(KEYS.sentinel) == 1 and sink.has(KEYS.sentinel) and sink.has(KEYS.claim)
 
 
 def test_the_restarted_stream_finishes_the_unit_cut_short(fake_s3, sink, earlier_run):
@@ -417,7 +432,7 @@ def finish(sink):
     def run(init=STARTED):
         fn = _FinishStreamFn(WriteSettings(KEYS, sink.config, CsvFormat(header=True), SCHEMA, 2**30))
         fn.setup()
-        return list(fn.process(None, init))
+        return list(fn.process((None, [None, init, None])))  # _FinishStream's join: units as None, the outcome
 
     return run
 
@@ -607,3 +622,145 @@ def test_a_stream_through_a_job_service_with_the_default_timeout_is_warned_of(co
     assert bool(said) == warns, said
     if warns:
         assert "gives the job up after 300 s" in said[0] and "--job_server_timeout=SECONDS" in said[0]
+
+
+# --- 7. a stream's graph reads no side input (Flink checkpoints it) -----------------------------
+
+
+def side_inputs(pipeline: beam.Pipeline):
+    """The full labels of the transforms of ``pipeline`` that read a side input."""
+    found = []
+
+    class Visitor(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, node) -> None:
+            if node.side_inputs:
+                found.append(node.full_label)
+
+    pipeline.visit(Visitor())
+    return found
+
+
+@SINKS
+def test_a_streams_steps_read_no_side_input(stream, copy):
+    stream | FIXED | copy()
+    assert side_inputs(stream.pipeline) == []
+
+
+@SINKS
+def test_a_bounded_copys_steps_read_their_initialization_as_a_side_input(copy):
+    p = beam.Pipeline()
+    p | beam.Create([{"id": 1}]).with_output_types(Dict[str, int]) | copy()
+    assert {label.rsplit("/", 1)[-1] for label in side_inputs(p)} >= {"Write", "Run"}
+
+
+@SINKS
+def test_a_stream_takes_no_errors_input(stream, copy):
+    errors = stream.pipeline | "Errors" >> beam.Create(["upstream failed"])
+    transform = type(copy()).__name__
+    with pytest.raises(CopyToS3Error, match=rf"{transform}: the input is unbounded, which takes no errors input"):
+        stream | FIXED | copy(errors=errors)
+
+
+class Initialization(beam.DoFn):
+    """An initialization DoFn whose outcomes are scripted: one per run."""
+
+    def __init__(self, *outcomes: InitOutcome) -> None:
+        self.outcomes, self.runs, self.set_up = list(outcomes), 0, False
+
+    def setup(self) -> None:
+        self.set_up = True
+
+    def process(self, _unused, errors=()):
+        self.runs += 1
+        yield self.outcomes.pop(0)
+
+
+@pytest.fixture
+def no_delays(monkeypatch):
+    monkeypatch.setattr(InitializedInStep, "RETRY_DELAYS", (0.0, 0.0))
+
+
+def test_a_steps_initialization_runs_once_per_instance(no_delays):
+    fn = Initialization(STARTED)
+    in_step = InitializedInStep(fn)
+    in_step.setup()
+    assert fn.set_up and [in_step.outcome() for _ in range(3)] == [STARTED] * 3 and fn.runs == 1
+
+
+def test_a_steps_initialization_is_tried_again_after_an_error(no_delays):
+    fn = Initialization(InitOutcome(error="table iceberg_tables already exists"), STARTED)
+    in_step = InitializedInStep(fn)
+    assert in_step.outcome() == STARTED and fn.runs == 2
+
+
+def test_a_steps_initialization_that_keeps_failing_is_not_kept(no_delays):
+    failed = InitOutcome(error="the path is claimed")
+    fn = Initialization(failed, failed, failed, STARTED)
+    in_step = InitializedInStep(fn)
+    assert in_step.outcome() == failed and fn.runs == 3  # the first try and RETRY_DELAYS' two
+    assert in_step.outcome() == STARTED and fn.runs == 4  # the next unit tries again
+
+
+def test_a_side_input_is_taken_as_it_is():
+    assert outcome_of(STARTED, None) is STARTED
+    with pytest.raises(ValueError, match="needs a stream's InitializedInStep"):
+        outcome_of(None, None)
+
+
+def test_a_stream_unit_completes_with_the_initialization_it_ran_itself(fake_s3, sink):
+    settings = WriteSettings(KEYS, sink.config, CsvFormat(header=True), SCHEMA, 2**30)
+    fn = _CompleteFn(settings, False, True, InitializedInStep(_InitializeFn(KEYS, sink.config, "error", True)))
+    fn.setup()
+    mine = sink.upload(1, 2)
+    (result,) = fn.process(UploadReport(files=(mine,), rows=2, bytes=mine.bytes), None, window=W1, pane=pane())
+    assert result.ok and result.unit == UNIT and [f.uri for f in result.files] == uris(mine)
+
+
+def test_a_stream_unit_fails_when_its_initialization_finds_foreign_objects(fake_s3, sink):
+    fake_s3.put_object(Bucket="bucket", Key="p/someone-elses.csv", Body=b"x")
+    settings = WriteSettings(KEYS, sink.config, CsvFormat(header=True), SCHEMA, 2**30)
+    init = InitializedInStep(_InitializeFn(KEYS, sink.config, "error", True))
+    init.RETRY_DELAYS = ()
+    fn = _CompleteFn(settings, False, True, init)
+    fn.setup()
+    mine = sink.upload(1)
+    (result,) = fn.process(UploadReport(files=(mine,), rows=1, bytes=mine.bytes), None, window=W1, pane=pane())
+    assert not result.ok and "is not empty" in result.error and sink.aborted(mine)
+    assert not sink.has(KEYS.unit_manifest(UNIT.id))
+
+
+# --- 8. a dead attempt's uploads of a unit, aborted when the unit commits -------------------------
+
+
+def test_a_unit_commit_aborts_the_uploads_of_its_writers_that_died(fake_s3, sink):
+    dead = sink.upload(1, 2, token=writer_token(UNIT))  # an attempt that died before the checkpoint
+    mine = sink.upload(1, 2, token=writer_token(UNIT))
+    next_unit = sink.upload(7, token=writer_token(unit_of(W2, pane())))  # being written
+    late = sink.upload(8, token=writer_token(unit_of(W1, pane(1, PaneInfoTiming.LATE))))
+    other = sink.upload(9)
+    (result,) = sink.complete(mine)
+    assert result.ok and [f.uri for f in result.files] == uris(mine)
+    assert sink.aborted(dead) and sink.pending(next_unit, late, other)
+
+
+def test_a_unit_found_committed_aborts_the_uploads_of_its_writers_that_died(fake_s3, sink):
+    sink.complete(sink.upload(1, token=writer_token(UNIT)))
+    dead, retry = sink.upload(1, token=writer_token(UNIT)), sink.upload(1, token=writer_token(UNIT))
+    sink.complete(retry)
+    assert sink.aborted(dead, retry)
+
+
+def test_a_unit_cut_short_completes_the_files_its_record_names_whatever_their_token(fake_s3, sink):
+    earlier = (sink.upload(1, token=writer_token(UNIT)), sink.upload(2, token=writer_token(UNIT)))
+    commit_record(fake_s3, KEYS, UNIT, earlier, {})
+    (result,) = sink.complete(sink.upload(1, token=writer_token(UNIT)), sink.upload(2, token=writer_token(UNIT)))
+    assert result.ok and [f.uri for f in result.files] == uris(*earlier) and sink.visible(*earlier)
+    assert not any(f.upload_id in fake_s3.uploads for f in earlier)  # completed, not aborted
+
+
+def test_only_an_on_time_pane_of_a_window_has_writers_named_by_their_unit():
+    on_time = writer_token(UNIT)
+    assert writer_token(UNIT)[:8] == on_time[:8] and writer_token(UNIT) != on_time
+    assert writer_token(unit_of(W2, pane()))[:8] != on_time[:8]
+    for unit in (unit_of(W1, pane(1, PaneInfoTiming.LATE)), unit_of(GlobalWindow(), pane(0, PaneInfoTiming.EARLY))):
+        assert len({writer_token(unit)[:8] for _ in range(20)}) > 1  # random
