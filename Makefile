@@ -15,7 +15,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test unit lint venv postgres runners versions clean
+.PHONY: demo test unit lint venv postgres runners versions newest-beam floor-beam clean
 
 # The Beam-version tiers: the newest versions pip resolves (no constraints), and the floor.
 NEWEST       := .venv-beam-newest
@@ -23,7 +23,7 @@ FLOOR        := .venv-beam-floor
 BEAM_FLOOR    = $(shell sed -n 's/^BEAM_FLOOR = "\(.*\)"$$/\1/p' setup.py)
 PYARROW_FLOOR = $(shell sed -n 's/^PYARROW_FLOOR = "\(.*\)"$$/\1/p' setup.py)
 VERSION_TIERS := beam_s3_sink tests/unit tests/test_streaming.py tests/test_runners.py tests/test_windows.py
-IN_PROCESS    := --runners=direct,multiprocess,portable,prism
+IN_PROCESS    := --runners=direct,prism
 
 DEMO_STAMP := $(VENV)/.demo-stamp
 
@@ -82,10 +82,15 @@ lint: venv
 # in-process tiers on the newest and the floor Beam (Prism's job server is the pinned one's).
 test: lint venv postgres runners
 	$(BIN)/python -m pytest
-	$(MAKE) versions
+	$(MAKE) --jobs=2 --output-sync versions
 
-versions: runners $(NEWEST)/.stamp $(FLOOR)/.stamp
+# The two tiers are independent (a venv, S3 servers and a Prism each): they run side by side.
+versions: newest-beam floor-beam
+
+newest-beam: runners $(NEWEST)/.stamp
 	$(NEWEST)/bin/python -m pytest -q $(IN_PROCESS) $(VERSION_TIERS)
+
+floor-beam: runners $(FLOOR)/.stamp
 	$(FLOOR)/bin/python -m pytest -q $(IN_PROCESS) $(VERSION_TIERS)
 
 clean:
