@@ -75,7 +75,7 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -343,6 +343,7 @@ def runner_flags(runner: str, job_endpoint: str = "", parallelism: int = 2) -> L
         f"--job_endpoint={job_endpoint}",
         "--environment_type=LOOPBACK",
         f"--parallelism={parallelism}",
+        "--job_server_timeout=86400",  # Beam's default (300 s) gives a longer stream up after 5 minutes
     ]
 
 
@@ -629,6 +630,15 @@ def stream_suite(
     if "stream_copy" in median and "stream_generate" in median:
         extra = median["stream_copy"]["delay_median"] - median["stream_generate"]["delay_median"]
         print(f"{'CopyToS3 median delay - generate-only, s':50} {extra:5.2f}")
+    for c in cases:  # the last run's RSS over time and delay per window: flat, and no backlog
+        last = runs[c][-1]
+        flat = rss_flatness(last["rss_timeline"])
+        if flat is not None:
+            print(f"{c + ', peak RSS end / a quarter in':50} {flat:5.2f}  (target <= 1.15: flat)")
+            print(
+                f"  RSS MiB every {RSS_SAMPLE_SECONDS:.0f} s: " + " ".join(f"{m:.0f}" for _, m in last["rss_timeline"])
+            )
+        print(f"  {c} delay per window, s: " + " ".join(f"{d:.1f}" for d in last["delays"]))
     failed = [f"{c}: {p}" for c in cases for r in runs[c] for p in r["problems"]]
     for problem in failed:
         print(f"CHECK FAILED {problem}")
@@ -655,7 +665,7 @@ def stream_figures(case: str, run: Dict[str, Any], stream: Stream, client: Any, 
     last = max((r["at"] for r in run["windows"]), default=float("nan"))
     checked = check_stream(case, stream, by_end, client, bucket, run["prefix"])
     return {
-        **{k: v for k, v in run.items() if k in ("seconds", "rss_mib") or k.startswith("cpu_")},
+        **{k: v for k, v in run.items() if k in ("seconds", "rss_mib", "rss_timeline") or k.startswith("cpu_")},
         "stream_seconds": last - stream.start,
         "delays": delays,
         "delay_median": statistics.median(delays or [float("nan")]),
@@ -1120,8 +1130,19 @@ def measure(
         killer = threading.Timer(timeout, child.kill) if timeout else None
         if killer is not None:
             killer.start()
+        timeline: List[Tuple[float, float]] = []  # (seconds since the start, the case's tree RSS MiB)
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(RSS_SAMPLE_SECONDS):
+                timeline.append((time.monotonic() - started, _tree_rss_mib(child.pid)))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         _, status, usage = os.wait4(child.pid, 0)
         elapsed = time.monotonic() - started
+        done.set()
+        sampler.join()
         if killer is not None:
             killer.cancel()
         if os.waitstatus_to_exitcode(status) != 0:
@@ -1130,10 +1151,28 @@ def measure(
             raise SystemExit(f"case {case} failed{killed}:\n{err.read().decode()[-3000:]}")
         out.seek(0)
         lines = [line for line in out.read().decode().splitlines() if line.startswith("{")]
-    result = {"seconds": elapsed, "rss_mib": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime}
+    result = {
+        "seconds": elapsed,
+        "rss_mib": usage.ru_maxrss / 1024,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_timeline": timeline,
+    }
     if lines:
         result.update(json.loads(lines[-1]))
     return result
+
+
+RSS_SAMPLE_SECONDS = 30.0
+"""How often :func:`measure` samples the RSS of a case's process tree (the streaming suite
+prints it over time: a stream of ten minutes must hold it flat)."""
+
+
+def rss_flatness(timeline: List[Tuple[float, float]]) -> Optional[float]:
+    """The RSS of the run's last sample over its RSS a quarter of the way in (after start-up),
+    or None for a run too short to tell (fewer than four samples)."""
+    if len(timeline) < 4:
+        return None
+    return timeline[-1][1] / timeline[len(timeline) // 4][1]
 
 
 FILE_COUNT_RUNS = [("direct", 1), ("multiprocess", 2), ("flink", 2), ("flink", 4), ("spark", 2), ("prism", 2)]
