@@ -146,7 +146,7 @@ def copied_ids(client, bucket: str, prefix: str, fmt: str) -> List[int]:
 CASES = [pytest.param("direct", v, id=f"direct-{v}") for v in ("parquet", "csv", "iceberg", "limit-36")] + [
     pytest.param(r, v, id=f"{r}-{v}")
     for r, v in [("multiprocess", "csv"), ("portable", "limit-36"), ("prism", "parquet")]
-    + [("flink", "parquet"), ("spark", "parquet")]
+    + [("prism", "iceberg"), ("flink", "parquet"), ("flink", "iceberg"), ("spark", "parquet"), ("spark", "csv")]
 ]
 
 
