@@ -15,7 +15,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test unit lint venv postgres runners versions newest-beam floor-beam clean
+.PHONY: demo test suite unit lint venv postgres runners versions newest-beam floor-beam clean
 
 # The Beam-version tiers: the newest versions pip resolves (no constraints), and the floor.
 NEWEST       := .venv-beam-newest
@@ -80,9 +80,14 @@ lint: venv
 
 # pytest.ini's testpaths: the package's doctests, tests/unit, then the integration tests; then the
 # in-process tiers on the newest and the floor Beam (Prism's job server is the pinned one's).
+# The Beam tiers' venvs are made while the suite runs (pip waits on the network, the suite on its
+# servers), then the two tiers run side by side.
 test: lint venv postgres runners
-	$(BIN)/python -m pytest
+	$(MAKE) --jobs=3 --output-sync=line suite $(NEWEST)/.stamp $(FLOOR)/.stamp
 	$(MAKE) --jobs=2 --output-sync versions
+
+suite:
+	$(BIN)/python -m pytest
 
 # The two tiers are independent (a venv, S3 servers and a Prism each): they run side by side.
 versions: newest-beam floor-beam
