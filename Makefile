@@ -83,7 +83,7 @@ lint: venv
 # The Beam tiers' venvs are made while the suite runs (pip waits on the network, the suite on its
 # servers), then the two tiers run side by side.
 test: lint venv postgres runners
-	$(MAKE) --jobs=3 --output-sync=line suite $(NEWEST)/.stamp $(FLOOR)/.stamp
+	$(MAKE) --jobs=3 suite $(NEWEST)/.stamp $(FLOOR)/.stamp
 	$(MAKE) --jobs=2 --output-sync versions
 
 suite:
