@@ -485,7 +485,7 @@ def stream_and_kill(
     workers_before = pool_log_workers(pool)
     log_from = os.path.getsize(server.log_path)
     started = time.monotonic()
-    outcome = copy_and_kill_a_worker(pool, s3_client, bucket, lambda: run(root / "first"), ready=due)
+    outcome = copy_and_kill_a_worker(pool, s3_client, bucket, lambda: run(root / "first"), ready=due, both=True)
     took = time.monotonic() - started
     with open(server.log_path, errors="replace") as f:
         f.seek(log_from)

@@ -100,11 +100,14 @@ def external_flink_args(server, pool) -> List[str]:
 
 
 def copy_and_kill_a_worker(
-    pool, s3_client, bucket: str, copy, ready: Optional[Callable[[], bool]] = None
+    pool, s3_client, bucket: str, copy, ready: Optional[Callable[[], bool]] = None, both: bool = False
 ) -> Dict[str, Any]:
     """Run ``copy()`` on a thread, ``kill -9`` one SDK worker once ``ready()`` (by default: once a
     part has landed), wait for the copy to end; return ``{"result": ...}`` or ``{"error": ...}``,
-    with ``"killed"``: the pid of the worker killed, and ``"workers"``: the pool's workers then."""
+    with ``"killed"``: the pid of the worker killed, and ``"workers"``: the pool's workers then.
+    ``both``: kill the other worker too, so that Flink restarts whichever of them held the
+    stream's stages (a stream's work can all sit on one worker, and killing an idle one does
+    nothing)."""
     outcome: Dict[str, Any] = {}
 
     def a_part_landed() -> bool:
@@ -127,7 +130,8 @@ def copy_and_kill_a_worker(
         time.sleep(0.1)
     workers = jobservers.child_pids(pool.process.pid)
     assert len(workers) == 2, f"the pool should run two SDK workers, it runs {workers}"
-    os.kill(workers[0], signal.SIGKILL)
+    for pid in workers if both else workers[:1]:
+        os.kill(pid, signal.SIGKILL)
     outcome["killed"], outcome["workers"] = workers[0], workers
     _LOG.warning("killed SDK worker %s of %s", workers[0], workers)
     thread.join(900)
