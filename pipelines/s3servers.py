@@ -31,6 +31,10 @@ from typing import Dict, List, Optional, Sequence
 ACCESS_KEY = "testing-access-key"
 SECRET_KEY = "testing-secret-key-never-shown"
 REGION = "us-east-1"
+#: SeaweedFS volumes (sparse files, grown on demand): enough for every bucket a test session
+#: makes, each with room for the largest copy the suite writes.
+MAX_VOLUMES = 5000
+VOLUME_SIZE_MB = 64
 SERVERS = ("moto", "seaweedfs")
 
 
@@ -171,6 +175,11 @@ def start_seaweedfs(timeout: float = 60.0, table_buckets: Sequence[str] = ()) ->
         "-ip.bind=127.0.0.1",
         "-admin.ui=false",
         "-webdav=false",
+        # Every bucket is a collection with volumes of its own, and by default weed allows
+        # (free disk / volume size) volumes: a suite's few hundred buckets ran out of them on
+        # a machine with 54 GiB free ("No writable volumes and no free volumes left").
+        f"-volume.max={MAX_VOLUMES}",
+        f"-master.volumeSizeLimitMB={VOLUME_SIZE_MB}",
         "-master.telemetry=false",
         f"-s3.port={s3}",
         f"-s3.port.grpc={s3_grpc}",
