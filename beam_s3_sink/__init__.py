@@ -1,6 +1,6 @@
 """beam_s3_sink: copy a Beam PCollection to S3 as Parquet, PostgreSQL COPY CSV/text, or JSON
-Lines (:class:`CopyToS3`), or into an Apache Iceberg table as one snapshot (:class:`CopyToIceberg`);
-a stream is committed unit by unit, one per window pane (:mod:`beam_s3_sink.stream`).
+Lines (:class:`CopyToS3`), or into an Apache Iceberg table as one snapshot (:class:`CopyToIceberg`)
+or a Delta Lake table as one version (:class:`CopyToDelta`); a stream is committed unit by unit, one per window pane (:mod:`beam_s3_sink.stream`).
 
 The Beam counterpart of Materialize's ``COPY ... TO 's3://...'``: three steps (initialization
 on one worker, upload on every worker, one completion), data files made visible only when the
@@ -20,6 +20,7 @@ Every exception the package raises is a :class:`CopyToS3Error` (:mod:`.errors`).
 from .bad_rows import BadRow, CopyOutputs
 from .cleanup import AbortReport, abort_copy
 from .config import S3Config
+from .delta import CopyToDelta, abort_delta_copy
 from .errors import CommittedCopyError, CopyToS3Error
 from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat, TextFormat
 from .iceberg import CopyToIceberg, abort_table_copy
@@ -30,6 +31,7 @@ from .transform import CopyToS3
 __all__ = [
     "CopyToS3",
     "CopyToIceberg",
+    "CopyToDelta",
     "CopyToResult",
     "CopiedFile",
     "StreamUnit",
@@ -43,6 +45,7 @@ __all__ = [
     "JsonlFormat",
     "abort_copy",
     "abort_table_copy",
+    "abort_delta_copy",
     "AbortReport",
     "CommittedCopyError",
     "BadRow",

@@ -160,9 +160,18 @@ class Layout:
                 raise RowError(f"a partition value has no directory name: {exc}") from None
             columns = [part.column(name) for name in file_schema.names]
             out.append(
-                Part(self.directory(values, schema), (), pa.RecordBatch.from_arrays(columns, schema=file_schema))
+                Part(
+                    self.directory(values, schema),
+                    self.partition_record(values),
+                    pa.RecordBatch.from_arrays(columns, schema=file_schema),
+                )
             )
         return out
+
+    def partition_record(self, values: Mapping[str, Any]) -> Tuple[Tuple[str, Any], ...]:
+        """What a file of the partition of ``values`` carries to its commit: nothing here
+        (its key names the partition); a Delta table's typed values (:mod:`.delta_commit`)."""
+        return ()
 
     def values(self, key: str) -> Tuple[Tuple[str, Optional[str]], ...]:
         """The partition values (as text; None for NULL) that a data file's key names.
