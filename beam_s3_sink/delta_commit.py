@@ -336,16 +336,22 @@ def partition_text(value: Any) -> Optional[str]:
 
 @dataclass(frozen=True)
 class DeltaLayout(Layout):
-    """Hive directories (``p=v/``, a null or ``""`` in ``p=__HIVE_DEFAULT_PARTITION__``), the
+    """Hive directories (``p=v/``, a null or ``""`` in ``p=__HIVE_DEFAULT_PARTITION__``; see
+    :meth:`directory`), the
     partition columns left out of the files, as Delta writers lay a table out; each file
     carries its partition values as :func:`partition_text` serializes them.
 
     >>> layout = DeltaLayout(partition_by=("p",))
     >>> schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
-    >>> batch = pa.record_batch([[1, 2, 3], ["a/b", "", None]], schema=schema)
+    >>> batch = pa.record_batch([[1, 2, 3], ["a/b c", "", None]], schema=schema)
     >>> [(p.directory, p.partition, p.rows.num_rows) for p in layout.split(batch, schema)]
-    [('p=a%2Fb', (('p', 'a/b'),), 1), ('p=__HIVE_DEFAULT_PARTITION__', (('p', None),), 1), ('p=__HIVE_DEFAULT_PARTITION__', (('p', None),), 1)]
+    [('p=a%2Fb%20c', (('p', 'a/b c'),), 1), ('p=__HIVE_DEFAULT_PARTITION__', (('p', None),), 1), ('p=__HIVE_DEFAULT_PARTITION__', (('p', None),), 1)]
     """
+
+    def directory(self, row: Mapping[str, Any], schema: pa.Schema) -> str:
+        """Hive's escaping, and a space as ``%20``, as delta-rs names its directories (Polars'
+        ``read_delta`` 1.x cannot read a file whose key holds a space)."""
+        return super().directory(row, schema).replace(" ", "%20")
 
     def partition_record(self, values: Mapping[str, Any]) -> Tuple[Tuple[str, Any], ...]:
         return tuple((name, partition_text(values[name])) for name in self.partition_by)
@@ -699,4 +705,8 @@ def _commit_once(
     table.create_write_transaction(
         [*adds, *removes], "append", table.schema(), partition_by=columns, commit_properties=properties
     )
-    return int(table.version())
+    table.update_incremental()  # delta-rs retried on top of other writers' versions: find ours
+    committed = committed_version(table, sink_id, unit.id if unit is not None else None)
+    if committed is None:
+        raise CopyToS3Error(f"Delta table {table_uri}: the commit of sink {sink_id} is not in the table's history")
+    return committed
