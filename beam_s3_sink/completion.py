@@ -383,13 +383,13 @@ class _CompleteFn(_S3DoFn):
             try:
                 call(self._client, "AbortMultipartUpload", bucket, pending.key, UploadId=pending.upload_id)
             except S3RequestError as exc:
-                if delete_completed:
-                    try:
-                        call(self._client, "DeleteObject", bucket, pending.key)
-                    except S3RequestError as delete_exc:
-                        _log.warning("could not delete %s: %s", pending.key, delete_exc)
-                else:
+                if not delete_completed:
                     _log.warning("could not abort %s: %s", pending.key, exc)
+            if delete_completed:  # whatever the abort said: SeaweedFS accepts aborting a completed upload
+                try:
+                    call(self._client, "DeleteObject", bucket, pending.key)
+                except S3RequestError as delete_exc:
+                    _log.warning("could not delete %s: %s", pending.key, delete_exc)
         if unit is None:
             abort_uploads(self._client, self._keys)
         elif delete_completed:

@@ -385,7 +385,7 @@ class _DeltaCompleteFn(_CompleteFn):
         from .delta_commit import committed_version, open_table, storage_options
 
         table = open_table(self._keys.location.uri, storage_options(self._config))
-        done = committed_version(table, self._keys.sink_id, unit.id) if table is not None else None
+        done = committed_version(table, self._keys.sink_id, unit) if table is not None else None
         return None if done is None else result_of(self._client, self._keys, done, unit)
 
     def _record(self, unit: StreamUnit, files: Sequence[Any]) -> Sequence[Any]:

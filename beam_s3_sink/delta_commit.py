@@ -562,17 +562,39 @@ def unit_version(unit: Optional[StreamUnit]) -> int:
     return (end // datetime.timedelta(microseconds=1)) * 1000 + unit.pane
 
 
-def committed_version(table: DeltaTable, sink_id: str, unit: Optional[str] = None) -> Optional[int]:
+def committed_version(table: DeltaTable, sink_id: str, unit: Optional[StreamUnit] = None) -> Optional[int]:
     """The table version that committed ``sink_id`` (and ``unit``; none when ``unit`` is
-    None), or None. The application transaction answers "never" without reading the log's
-    commit infos; otherwise they are searched, newest first (units of a stream may commit out
-    of order, so a version number alone cannot tell)."""
-    if table.transaction_version(sink_id) is None:
+    None), or None.
+
+    The application transaction of ``sink_id`` holds the largest :func:`unit_version` it
+    committed (:func:`commit` never lowers it, even for a unit that commits after a later
+    one), so a smaller one answers "not committed" without reading the log; otherwise the
+    commit infos are searched, newest first (:func:`versioned_history`).
+    """
+    table.update_incremental()
+    done = table.transaction_version(sink_id)
+    if done is None or done < unit_version(unit):
         return None
-    for entry in table.history():
-        if entry.get(SINK_ID_KEY) == sink_id and entry.get(UNIT_KEY) == unit:
-            return int(entry["version"])
+    unit_id = unit.id if unit is not None else None
+    for version, entry in versioned_history(table):
+        if entry.get(SINK_ID_KEY) == sink_id and entry.get(UNIT_KEY) == unit_id:
+            return version
     return None
+
+
+def versioned_history(table: DeltaTable, attempts: int = 5) -> List[Tuple[int, Dict[str, Any]]]:
+    """The table's commit infos, newest first, each with its version. (delta-rs's ``history()``
+    reads the newest commits in the store but numbers them down from the version the table
+    object has loaded: a commit landing in between shifts every number. The table is loaded
+    again after reading, and the history read again, until no commit landed meanwhile.)"""
+    for _ in range(attempts):
+        table.update_incremental()
+        loaded = table.version()
+        entries = table.history()
+        table.update_incremental()
+        if table.version() == loaded:
+            return [(loaded - i, entry) for i, entry in enumerate(entries)]
+    raise DeltaCommitConflictError(f"the table's history kept changing while read ({attempts} times)")
 
 
 def referenced_paths(table: DeltaTable) -> List[str]:
@@ -667,10 +689,10 @@ def _commit_once(
     from deltalake.transaction import CommitProperties, RemoveAction, Transaction, create_table_with_add_actions
 
     now = int(time.time() * 1000)
-    properties = CommitProperties(
-        custom_metadata=dict(metadata), app_transactions=[Transaction(sink_id, unit_version(unit))]
-    )
     table = open_table(table_uri, options)
+    latest = table.transaction_version(sink_id) if table is not None else None
+    version = max(unit_version(unit), latest if latest is not None else -1)  # never lowered: see committed_version
+    properties = CommitProperties(custom_metadata=dict(metadata), app_transactions=[Transaction(sink_id, version)])
     if table is None:
         adds = [add_action(f, table_uri, schema, partition_by, now) for f in files]
         try:
@@ -688,7 +710,7 @@ def _commit_once(
                 raise _TableExists(str(e)) from e
             raise
         return 0
-    done = committed_version(table, sink_id, unit.id if unit is not None else None)
+    done = committed_version(table, sink_id, unit)
     if done is not None:
         return done
     table_schema = table_schema_of(table)
@@ -705,8 +727,12 @@ def _commit_once(
     table.create_write_transaction(
         [*adds, *removes], "append", table.schema(), partition_by=columns, commit_properties=properties
     )
-    table.update_incremental()  # delta-rs retried on top of other writers' versions: find ours
-    committed = committed_version(table, sink_id, unit.id if unit is not None else None)
-    if committed is None:
-        raise CopyToS3Error(f"Delta table {table_uri}: the commit of sink {sink_id} is not in the table's history")
-    return committed
+    # Committed: from here on nothing may fail the copy (its files are the table's now).
+    try:
+        committed = committed_version(table, sink_id, unit)  # delta-rs may have retried on top of others
+    except Exception as e:  # noqa: BLE001  (the history could not be read: report the version after)
+        logger.warning(
+            "Delta table %s: could not find the version of sink %s in the history: %s", table_uri, sink_id, e
+        )
+        committed = None
+    return committed if committed is not None else int(table.version())
