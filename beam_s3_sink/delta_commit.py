@@ -670,7 +670,7 @@ def commit(
     ) from last
 
 
-class _TableExists(Exception):
+class _TableExists(DeltaCommitConflictError):
     """Another writer created the table first."""
 
 
