@@ -402,7 +402,9 @@ def stats_json(f: TableFile, table_schema: Mapping[str, Any], partition_by: Sequ
     >>> stats_json(f, table)
     '{"numRecords": 3, "minValues": {"n": 2, "d": 1.50}, "maxValues": {"n": 9, "d": 2.25}, "nullCount": {"n": 1, "d": 0}}'
     """
-    types = {(f_["name"],): f_["type"] for f_ in table_schema["fields"] if f_["name"] not in partition_by}
+    types: Dict[Tuple[str, ...], Any] = {
+        (f_["name"],): f_["type"] for f_ in table_schema["fields"] if f_["name"] not in partition_by
+    }
     for path, typ in list(types.items()):
         types.update(_struct_leaves(path, typ))
     low: Dict[str, Any] = {}
