@@ -302,3 +302,33 @@ def test_a_stream_commits_one_version_per_unit_exactly_once(tmp_path, s3_config,
         f.uri.split("/", 3)[3] for r in results for f in r.files
     )
     assert pending_uploads(s3_client, bucket) == []
+
+
+def test_what_a_crashed_copy_left_is_removed_by_its_rerun_or_by_abort(tmp_path, s3_config, s3_client, bucket):
+    uri = f"s3://{bucket}/lake/crash"
+    copy = dict(table_uri=uri, schema=SCHEMA, partition_by=["region"], s3=s3_config)
+    assert run_delta_copy([make_row(i) for i in range(8)], tmp_path, sink_id="base", **copy).ok
+    kept = data_objects(s3_client, bucket, "lake/crash")
+
+    def leave(sink_id: str) -> tuple:
+        """A completed but uncommitted file, and a pending upload, as a crashed run leaves them."""
+        done = f"lake/crash/region=us/{sink_id}-0123456789abcdef-0001.parquet"
+        s3_client.put_object(Bucket=bucket, Key=done, Body=b"PAR1")
+        pending = f"lake/crash/region=eu/{sink_id}-fedcba9876543210-0001.parquet"
+        upload = s3_client.create_multipart_upload(Bucket=bucket, Key=pending)["UploadId"]
+        return done, pending, upload
+
+    done, pending, upload = leave("crashed")
+    report = abort_delta_copy(uri, "crashed", s3=s3_config)
+    assert report.deleted == (f"s3://{bucket}/{done}",) and report.aborted == ((f"s3://{bucket}/{pending}", upload),)
+    assert data_objects(s3_client, bucket, "lake/crash") == kept and pending_uploads(s3_client, bucket) == []
+
+    leave("again")
+    rows = [make_row(i) for i in range(100, 120)]
+    result = run_delta_copy(rows, tmp_path, sink_id="again", **copy)
+    assert result.ok and result.snapshot_id == 1
+    assert data_objects(s3_client, bucket, "lake/crash") == sorted(
+        kept + [f.uri.split("/", 3)[3] for f in result.files]
+    )
+    assert pending_uploads(s3_client, bucket) == []
+    assert_tables_read(uri, s3_config, [make_row(i) for i in range(8)] + rows)
