@@ -619,6 +619,10 @@ def commit(
     """Commit one version that adds exactly ``files`` (creating the table with ``schema`` and
     ``partition_by`` when it is missing), and return it.
 
+    ``schema`` and ``partition_by`` are those the files were written for: an existing table must
+    still accept them (another writer may have created it, or changed it, meanwhile), else
+    ValueError and nothing is committed.
+
     ``mode``: ``append``; ``overwrite``, which also removes every file of the version it
     reads; ``overwrite_partitions``, which removes the files of the partitions ``files`` are
     in (an unpartitioned table has one). The commit carries the application transaction
@@ -717,6 +721,15 @@ def _commit_once(
         return done
     table_schema = table_schema_of(table)
     columns = list(table.metadata().partition_columns)
+    if columns != list(partition_by):  # the table changed (or appeared) since the files were written
+        raise ValueError(
+            f"Delta table {table_uri} is partitioned by {columns}, the copy's files by {list(partition_by)}: "
+            "nothing of the copy was committed; run it again"
+        )
+    in_files = pa.schema(
+        [pa.field(f["name"], arrow_type(f["type"]), f.get("nullable", True)) for f in schema["fields"]]
+    )
+    check_schema(table_schema, in_files)
     adds = [add_action(f, table_uri, table_schema, columns, now) for f in files]
     removes = []
     if mode != "append":

@@ -190,3 +190,14 @@ def test_units_committed_out_of_order_are_each_found_once(tmp_path):
     assert do_commit(root, files_for(root, rows([3], "a"), "again"), unit=earlier) == 1, "a replay commits nothing"
     assert [r["id"] for r in read(root)] == [1, 2]
     assert {h[UNIT_KEY] for h in open_table(root, {}).history()} == {later.id, earlier.id}
+
+
+def test_a_table_made_meanwhile_that_does_not_fit_the_files_commits_nothing(tmp_path):
+    root = str(tmp_path / "t")
+    other = pa.schema([("id", pa.string()), ("name", pa.string()), ("p", pa.string())])
+    commit(root, [], "append", "other", delta_schema(other, ["p"]), ["p"], {})
+    with pytest.raises(ValueError, match=r"column 'id' is string in the table, long \(Arrow int64\) in the copy"):
+        do_commit(root, files_for(root, rows([1], "a"), "mine"), sink_id="mine")
+    with pytest.raises(ValueError, match=r"partitioned by \['p'\], the copy's files by \[\]"):
+        commit(root, [], "append", "flat", delta_schema(other), [], {})
+    assert open_table(root, {}).version() == 0
