@@ -56,11 +56,11 @@ __all__ = [
     "check_schema",
     "commit",
     "committed_version",
+    "versioned_history",
     "delta_schema",
     "file_schema",
     "open_table",
     "partition_text",
-    "referenced_paths",
     "stats_json",
     "storage_options",
     "unit_version",
@@ -72,6 +72,8 @@ MODES = ("append", "overwrite", "overwrite_partitions")
 SINK_ID_KEY = "beam-s3-sink.sink-id"  # commit info keys: the same names as Iceberg's summary
 UNIT_KEY = "beam-s3-sink.unit"
 BAD_ROWS_KEY = "beam-s3-sink.bad-rows"
+HISTORY_LIMITS = (16, 1024, None)
+"""How many of the newest commits :func:`committed_version` reads, in turn, until it finds one."""
 BOUNDED_VERSION = 0
 """The application transaction version of a bounded copy (its one commit)."""
 
@@ -578,30 +580,32 @@ def committed_version(table: DeltaTable, sink_id: str, unit: Optional[StreamUnit
     if done is None or done < unit_version(unit):
         return None
     unit_id = unit.id if unit is not None else None
-    for version, entry in versioned_history(table):
-        if entry.get(SINK_ID_KEY) == sink_id and entry.get(UNIT_KEY) == unit_id:
-            return version
+    for limit in HISTORY_LIMITS:  # a commit just made, or a unit replayed, is among the newest
+        entries = versioned_history(table, limit)
+        for version, entry in entries:
+            if entry.get(SINK_ID_KEY) == sink_id and entry.get(UNIT_KEY) == unit_id:
+                return version
+        if limit is None or len(entries) < limit:
+            break
     return None
 
 
-def versioned_history(table: DeltaTable, attempts: int = 5) -> List[Tuple[int, Dict[str, Any]]]:
-    """The table's commit infos, newest first, each with its version. (delta-rs's ``history()``
+def versioned_history(
+    table: DeltaTable, limit: Optional[int] = None, attempts: int = 5
+) -> List[Tuple[int, Dict[str, Any]]]:
+    """The table's ``limit`` newest commit infos (None: all), newest first, each with its
+    version. (delta-rs's ``history()``
     reads the newest commits in the store but numbers them down from the version the table
     object has loaded: a commit landing in between shifts every number. The table is loaded
     again after reading, and the history read again, until no commit landed meanwhile.)"""
     for _ in range(attempts):
         table.update_incremental()
         loaded = table.version()
-        entries = table.history()
+        entries = table.history(limit)
         table.update_incremental()
         if table.version() == loaded:
             return [(loaded - i, entry) for i, entry in enumerate(entries)]
     raise DeltaCommitConflictError(f"the table's history kept changing while read ({attempts} times)")
-
-
-def referenced_paths(table: DeltaTable) -> List[str]:
-    """The files of the table's current version, as paths relative to its root (unescaped)."""
-    return [unquote(p) for p in pa.table(table.get_add_actions(flatten=False)).column("path").to_pylist()]
 
 
 def commit(

@@ -201,3 +201,16 @@ def test_a_table_made_meanwhile_that_does_not_fit_the_files_commits_nothing(tmp_
     with pytest.raises(ValueError, match=r"partitioned by \['p'\], the copy's files by \[\]"):
         commit(root, [], "append", "flat", delta_schema(other), [], {})
     assert open_table(root, {}).version() == 0
+
+
+def test_an_old_commit_is_found_beyond_the_first_history_page(tmp_path):
+    from beam_s3_sink.delta_commit import HISTORY_LIMITS
+
+    root = str(tmp_path / "t")
+    count = HISTORY_LIMITS[0] + 4
+    for n in range(count):
+        assert do_commit(root, [], sink_id=f"s{n}") == n
+    table = open_table(root, {})
+    assert [committed_version(table, f"s{n}") for n in (0, 3, count - 1)] == [0, 3, count - 1]
+    assert do_commit(root, files_for(root, rows([1], "a"), "again"), sink_id="s0") == 0, "a rerun of the first"
+    assert committed_version(table, "never") is None and open_table(root, {}).version() == count - 1
