@@ -27,6 +27,11 @@ The package's architecture, in one picture (each box names the module that owns 
                                    each initializes itself, once per DoFn instance           once the stream has ended
                                    (idempotent; removes nothing): the checks, claim, sentinel, a table's settings
 
+    three targets, one upload path: each brings its initialization, its partitioning and its commit
+      CopyToS3       _InitializeFn (initialization.py)  Layout (layout.py)            _CompleteFn: manifest, sentinel
+      CopyToIceberg  _TableInitFn (iceberg.py)          TableLayout (table_layout.py) one snapshot (iceberg_commit.py)
+      CopyToDelta    _DeltaInitFn (delta.py)            DeltaLayout (delta_commit.py) one version (delta_commit.py)
+
 Initialization checks the path and writes the sentinel once; every writer uploads its files
 without completing them and reports them; completion completes what the reports name, aborts
 every other upload of the copy, writes the manifest and removes the sentinel (a stream: per
