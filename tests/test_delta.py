@@ -17,7 +17,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_s3_sink import CommittedCopyError, CopyToDelta, abort_delta_copy
 from beam_s3_sink.delta_commit import SINK_ID_KEY, UNIT_KEY, storage_options
-from conftest import SERVERS
+from conftest import LOCAL_RUNNERS, SERVERS
 from delta_readers import assert_tables_read
 from faultproxy import FaultProxy
 from helpers import _write_pickle, list_objects, pending_uploads
@@ -332,3 +332,32 @@ def test_what_a_crashed_copy_left_is_removed_by_its_rerun_or_by_abort(tmp_path, 
     )
     assert pending_uploads(s3_client, bucket) == []
     assert_tables_read(uri, s3_config, [make_row(i) for i in range(8)] + rows)
+
+
+@pytest.mark.parametrize("args", [["--runner=FnApiRunner"], LOCAL_RUNNERS["portable"]], ids=["direct", "portable"])
+def test_the_grouped_upload_graph_carries_partition_values(args, tmp_path, s3_config, bucket):
+    """Rows spilled through the GroupByKey to one writer per key: each file's partition values
+    still reach the commit."""
+    uri = f"s3://{bucket}/lake/grouped"
+    rows = [make_row(i) for i in range(300)]
+    result = run_delta_copy(
+        rows,
+        tmp_path,
+        args,
+        table_uri=uri,
+        schema=SCHEMA,
+        partition_by=["region"],
+        s3=s3_config,
+        upload_graph="grouped",
+    )
+    assert result.ok and result.rows == 300, result.error
+    assert {dict(f.partition)["region"] for f in result.files} == {"eu", "us", "a/b c", None}
+    assert_tables_read(uri, s3_config, rows)
+
+
+def test_validate_only_writes_nothing(tmp_path, s3_config, s3_client, bucket):
+    rows = [make_row(i) for i in range(5)] + [dict(make_row(9), id="x")]
+    uri = f"s3://{bucket}/lake/dry"
+    result = run_delta_copy(rows, tmp_path, table_uri=uri, schema=SCHEMA, s3=s3_config, validate_only=True)
+    assert result.dry_run and result.rows == 6 and result.invalid_rows == 1, result
+    assert list_objects(s3_client, bucket, "lake/") == {}
