@@ -8,7 +8,8 @@
 # and Prism contract tests) on the newest apache-beam that `pip install .` resolves and on the floor
 # that setup.py declares, each in a virtualenv of its own (.venv-beam-newest, .venv-beam-floor).
 # make runners: fetch the Flink/Spark job servers and Prism that the runner tests use, and Spark's
-# Iceberg reader (Iceberg's Spark runtime, its AWS bundle, the PostgreSQL JDBC driver, pyspark 4.1).
+# Iceberg reader (Iceberg's Spark runtime, its AWS bundle, the PostgreSQL JDBC driver, pyspark 4.1)
+# and Delta reader (delta-spark 4.1, hadoop-aws and the AWS SDK v2 modules S3A uses).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -61,7 +62,7 @@ postgres:
 	bash scripts/ensure-postgres.sh
 
 # Flink and Spark job-server classpaths and the Prism binary, for the tests on real runners, and
-# Spark's Iceberg reader (tests/iceberg_catalogs.py): fetched once into $BEAM_S3_SINK_CACHE,
+# Spark's Iceberg and Delta readers (tests/iceberg_catalogs.py, tests/spark_delta.py): fetched once into $BEAM_S3_SINK_CACHE,
 # default ~/.cache/beam-s3-sink (scripts/fetch-runners.sh).
 runners: venv
 	bash scripts/fetch-runners.sh $(BIN)/python

@@ -9,6 +9,9 @@
 #                       iceberg-aws-bundle 1.12.0, the PostgreSQL JDBC driver
 #     pyspark-4.1/pyspark  pyspark 4.1.4 (pip --target, no dependencies) for that reader: Iceberg
 #                       has no runtime for the venv's newer pyspark (tests/iceberg_catalogs.py)
+#     delta/lib/*.jar   Spark's Delta reader and table maker of the tests (tests/spark_delta.py), on
+#                       the same pyspark 4.1.4: delta-spark_2.13 4.1.0, hadoop-aws 3.4.2 (s3a://)
+#                       and the AWS SDK v2 modules it uses
 #
 # Idempotent: each artifact has a stamp file written only after it is complete, holding what it
 # was built from (the pom's checksum, Prism's version); an artifact whose stamp matches is not
@@ -82,8 +85,9 @@ fetch_prism() {  # Prism at the installed SDK's version -> $CACHE/prism/prism
   echo "$want" > "$dest/.stamp"
 }
 
-# The pyspark that Spark's Iceberg reader runs on (tests/iceberg_catalogs.py): the Spark of
-# iceberg-spark-runtime-4.1 in scripts/runners/iceberg/pom.xml. Keep the two in step.
+# The pyspark that Spark's Iceberg and Delta readers run on (tests/iceberg_catalogs.py,
+# tests/spark_delta.py): the Spark of iceberg-spark-runtime-4.1 in scripts/runners/iceberg/pom.xml
+# and of delta-spark 4.1 and hadoop-aws in scripts/runners/delta/pom.xml. Keep them in step.
 ICEBERG_PYSPARK=4.1.4
 
 fetch_pyspark() {  # pyspark $ICEBERG_PYSPARK -> $CACHE/pyspark-4.1/pyspark (its own copy, not the venv's)
@@ -104,4 +108,5 @@ fetch_classpath flink
 fetch_classpath spark
 fetch_prism
 fetch_classpath iceberg "jars (Spark's Iceberg reader)"
+fetch_classpath delta "jars (Spark's Delta reader)"
 fetch_pyspark

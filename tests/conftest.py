@@ -9,7 +9,7 @@ default moto only) ─▶ ``s3_endpoint`` ─▶ ``s3_config`` ─▶ ``s3_clien
 
 Iceberg (session, tests/iceberg_catalogs.py): ``iceberg_sqlite``, ``iceberg_postgres``,
 ``iceberg_rest`` (or ``iceberg_catalog``, parametrized over the three) and ``spark_iceberg``,
-Spark's Iceberg reader.
+Spark's Iceberg reader. Delta (session, tests/spark_delta.py): ``spark_delta``, Spark with Delta Lake.
 """
 
 from __future__ import annotations
@@ -368,3 +368,22 @@ def spark_iceberg(runner_logs: str):
         yield reader
     finally:
         reader.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_delta(runner_logs: str):
+    """Spark with Delta Lake for the session (tests/spark_delta.py ``SparkDelta``: pyspark 4.1
+    with delta-spark 4.1.0 and hadoop-aws in a worker process, started once, on first use); pass
+    it to ``read_delta_spark``, ``create_delta_table_spark``, ``spark_sql``. Fails, never skips."""
+    from spark_delta import SparkDelta, SparkSetupError
+
+    try:
+        spark, failure = SparkDelta(runner_logs), None
+    except SparkSetupError as exc:
+        spark, failure = None, str(exc)
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield spark
+    finally:
+        spark.stop()
