@@ -17,37 +17,60 @@ True
 Every exception the package raises is a :class:`CopyToS3Error` (:mod:`.errors`).
 """
 
-from .bad_rows import BadRow, CopyOutputs
-from .cleanup import AbortReport, abort_copy
-from .config import S3Config
-from .delta import CopyToDelta, abort_delta_copy
-from .errors import CommittedCopyError, CopyToS3Error
-from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat, TextFormat
-from .iceberg import CopyToIceberg, abort_table_copy
-from .object_settings import ObjectSettings
-from .results import CopiedFile, CopyToResult, StreamUnit
-from .transform import CopyToS3
+import importlib
+from typing import TYPE_CHECKING, Any, List
 
-__all__ = [
-    "CopyToS3",
-    "CopyToIceberg",
-    "CopyToDelta",
-    "CopyToResult",
-    "CopiedFile",
-    "StreamUnit",
-    "CopyToS3Error",
-    "S3Config",
-    "ObjectSettings",
-    "Format",
-    "ParquetFormat",
-    "CsvFormat",
-    "TextFormat",
-    "JsonlFormat",
-    "abort_copy",
-    "abort_table_copy",
-    "abort_delta_copy",
-    "AbortReport",
-    "CommittedCopyError",
-    "BadRow",
-    "CopyOutputs",
-]
+#: Each public name and the module that defines it. A name is imported on first use (PEP 562), so
+#: that ``import beam_s3_sink`` costs next to nothing and a process imports Beam, pyarrow and boto3
+#: only when it uses a name that needs them (docs/benchmarks.md, "The fixed cost").
+_NAMES = {
+    "CopyToS3": "transform",
+    "CopyToIceberg": "iceberg",
+    "CopyToDelta": "delta",
+    "CopyToResult": "results",
+    "CopiedFile": "results",
+    "StreamUnit": "results",
+    "CopyToS3Error": "errors",
+    "S3Config": "config",
+    "ObjectSettings": "object_settings",
+    "Format": "formats",
+    "ParquetFormat": "formats",
+    "CsvFormat": "formats",
+    "TextFormat": "formats",
+    "JsonlFormat": "formats",
+    "abort_copy": "cleanup",
+    "abort_table_copy": "iceberg",
+    "abort_delta_copy": "delta",
+    "AbortReport": "cleanup",
+    "CommittedCopyError": "errors",
+    "BadRow": "bad_rows",
+    "CopyOutputs": "bad_rows",
+}
+
+__all__ = list(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next use is a plain attribute
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_NAMES))
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
+    from .bad_rows import BadRow, CopyOutputs  # noqa: F401
+    from .cleanup import AbortReport, abort_copy  # noqa: F401
+    from .config import S3Config  # noqa: F401
+    from .delta import CopyToDelta, abort_delta_copy  # noqa: F401
+    from .errors import CommittedCopyError, CopyToS3Error  # noqa: F401
+    from .formats import CsvFormat, Format, JsonlFormat, ParquetFormat, TextFormat  # noqa: F401
+    from .iceberg import CopyToIceberg, abort_table_copy  # noqa: F401
+    from .object_settings import ObjectSettings  # noqa: F401
+    from .results import CopiedFile, CopyToResult, StreamUnit  # noqa: F401
+    from .transform import CopyToS3  # noqa: F401
