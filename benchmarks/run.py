@@ -9,6 +9,7 @@ case (median of ``--repeat`` runs), then the ratios the project promises::
     python benchmarks/run.py --runner flink     # the same cases on one Flink job server (LOOPBACK, parallelism 2)
     python benchmarks/run.py --file-counts      # data files per runner and parallelism, default options
     python benchmarks/run.py --suite lineitem   # TPC-H lineitem, Arrow batches (see lineitem_main)
+    python benchmarks/run.py --suite fixed      # the fixed cost: CLI and DuckDB COPY of 10 rows (see fixed_main)
     python benchmarks/run.py --streaming        # a 1,000,000-row, 60 s stream on one Flink job server
     python benchmarks/run.py --streaming --rows 100000 --stream-seconds 20   # a quick look
 
@@ -1090,6 +1091,92 @@ def lineitem_main(args: argparse.Namespace) -> int:
     return 0
 
 
+# the fixed-cost suite: the start of a copy, on a 10-row file ---------------------------------
+FIXED_IMPORT = "import time; t = time.perf_counter(); import beam_s3_sink; print(time.perf_counter() - t)"
+
+
+def _wall(argv: List[str], env: Optional[Dict[str, str]] = None) -> float:
+    """The wall time of ``argv`` run from the repository's root (its output discarded)."""
+    started = time.monotonic()
+    done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[1:4]} failed:\n{done.stderr.decode()[-3000:]}")
+    return elapsed
+
+
+def fixed_main(args: argparse.Namespace) -> int:
+    """The fixed-cost suite (issue 37): what a copy costs before its first row. A 10-row Parquet
+    file (the rows suite's 8 columns) copied to one moto server by the CLI (``python -m
+    beam_s3_sink.cli``, its own process) and by DuckDB's ``COPY`` (a process that imports duckdb,
+    loads httpfs and copies: the lineitem suite's ``duckdb`` case), ``--repeat`` (5) runs of each,
+    interleaved; the medians and their difference (target: at most 1.0 s), and the median time of
+    ``import beam_s3_sink`` in a fresh process."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from conftest import free_port, start_moto
+
+    sys.path.insert(0, duckdb_dir())
+    port = free_port()
+    server = start_moto(port)
+    endpoint = f"http://127.0.0.1:{port}"
+    folder = tempfile.TemporaryDirectory(prefix="bench-fixed-")
+    try:
+        path = os.path.join(folder.name, "ten.parquet")
+        pq.write_table(pa.Table.from_pylist(list(rows_between(0, 10)), schema=schema()), path)
+        client = s3_client(endpoint)
+        bucket = "bench"
+        client.create_bucket(Bucket=bucket)
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+        }
+        argv = {
+            "cli": [
+                sys.executable,
+                "-m",
+                "beam_s3_sink.cli",
+                "--source",
+                path,
+                *beam_s3_flags(endpoint),
+                *_cli_flags(),
+            ],
+            "duckdb": [sys.executable, __file__, "--suite", "lineitem", "--case", "duckdb", "--input", path],
+        }
+        runs: Dict[str, List[float]] = {"cli": [], "duckdb": [], "import": []}
+        for attempt in range(args.repeat):
+            for case in ("cli", "duckdb"):  # interleaved, so that drift hits both alike
+                output = f"s3://{bucket}/{case}-{uuid.uuid4().hex[:8]}"
+                if case == "cli":
+                    runs[case].append(_wall([*argv[case], "--output", output], env))
+                else:
+                    runs[case].append(_wall([*argv[case], "--endpoint", endpoint, "--bucket", bucket]))
+                print(
+                    f"  run {attempt + 1}/{args.repeat} {case:8} {runs[case][-1]:6.2f} s", file=sys.stderr, flush=True
+                )
+            done = subprocess.run([sys.executable, "-c", FIXED_IMPORT], cwd=ROOT, check=True, capture_output=True)
+            runs["import"].append(float(done.stdout))
+    finally:
+        server.terminate()
+        server.wait(10)
+        folder.cleanup()
+    median = {c: statistics.median(r) for c, r in runs.items()}
+    print(
+        f"\n10 rows, 8 columns, local Parquet -> moto S3 on loopback, {os.cpu_count()} cores, "
+        f"median of {args.repeat} run(s)\n"
+    )
+    print(f"{'CLI (python -m beam_s3_sink.cli), s':44} {median['cli']:5.2f}")
+    print(f"{'DuckDB COPY (python, import duckdb, httpfs), s':44} {median['duckdb']:5.2f}")
+    extra = median["cli"] - median["duckdb"]
+    print(f"{'CLI - DuckDB COPY, s':44} {extra:5.2f}  (target <= 1.0: {'met' if extra <= 1.0 else 'NOT met'})")
+    print(f"{'import beam_s3_sink, s (in a fresh process)':44} {median['import']:5.2f}")
+    return 0
+
+
 # the driver ----------------------------------------------------------------------------------
 def measure(
     case: str,
@@ -1263,9 +1350,10 @@ def main() -> int:
     )
     parser.add_argument(
         "--suite",
-        choices=("rows", "lineitem"),
+        choices=("rows", "lineitem", "fixed"),
         default="rows",
-        help="rows: the generated 8-column suite; lineitem: TPC-H lineitem from Parquet",
+        help="rows: the generated 8-column suite; lineitem: TPC-H lineitem from Parquet; "
+        "fixed: the fixed cost, the CLI and DuckDB COPY on a 10-row file",
     )
     parser.add_argument("--scale", default="1", help="lineitem: the TPC-H scale factor")
     parser.add_argument(
@@ -1290,6 +1378,9 @@ def main() -> int:
             return 0
         args.repeat = args.repeat or 3
         return lineitem_main(args)
+    if args.suite == "fixed":
+        args.repeat = args.repeat or 5
+        return fixed_main(args)
     if args.case in STREAM_CASES:
         stream = Stream.starting_soon(args.rows, args.stream_seconds, args.impulses_per_second)
         run_stream_case(args.case, stream, args.endpoint, args.bucket, json.loads(args.runner_args))
