@@ -2,7 +2,7 @@
 
 import sys
 
-from beam_s3_sink.cli.command import main
+from beam_s3_sink.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())
