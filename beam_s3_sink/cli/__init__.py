@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Optional, Sequence
+from typing import Any, FrozenSet, Optional, Sequence
 
 #: The names :mod:`.command` defines, imported on first use (PEP 562), so that importing the
 #: package imports nothing of Beam's.
@@ -30,16 +30,22 @@ _NAMES = {"build_parser": "command", "plan_copy": "command", "CopyPlan": "comman
 __all__ = ["main", *_NAMES]
 
 
+#: Packages Beam imports whenever they are installed, for what a copy never uses: pandas (its
+#: DataFrame types; pyarrow then imports it on its first table) and pymongo with its bson (Beam's
+#: MongoDB I/O). Together about a third of Beam's import time (docs/benchmarks.md, "The fixed cost").
+NOT_IMPORTED = ("pandas", "pymongo", "bson")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command: the console script ``beam-s3-copy`` and ``python -m beam_s3_sink.cli``.
 
-    In a process that has not imported pandas yet, pandas stays out of it while the command runs:
-    Beam imports pandas whenever it is installed (for its DataFrame types, which a copy never
-    uses), and pyarrow then on its first table; that is about a fifth of Beam's import time
-    (docs/benchmarks.md, "The fixed cost"). In a process that has (a test's, a notebook's), this
-    is :func:`beam_s3_sink.cli.command.main` as it is.
+    While it runs, the packages of :data:`NOT_IMPORTED` that the process has not imported yet
+    fail to import, as if they were not installed; once it returns they import again (though
+    pyarrow, having found no pandas, keeps to that in the process). In a process that has
+    imported them (a test's, a notebook's), this is :func:`beam_s3_sink.cli.command.main` as it is.
     """
-    finder = None if "pandas" in sys.modules else _NoPandas()
+    blocked = frozenset(name for name in NOT_IMPORTED if name not in sys.modules)
+    finder = _NotImported(blocked) if blocked else None
     if finder is not None:
         sys.meta_path.insert(0, finder)
     try:
@@ -51,12 +57,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             sys.meta_path.remove(finder)
 
 
-class _NoPandas:
-    """A meta path finder that makes ``import pandas`` fail as if pandas were not installed."""
+class _NotImported:
+    """A meta path finder under which importing one of ``names`` fails as if it were not installed."""
+
+    def __init__(self, names: FrozenSet[str]) -> None:
+        self._names = names
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"No module named {name!r} (beam-s3-copy runs without pandas)", name=name)
+        if name.partition(".")[0] in self._names:
+            raise ModuleNotFoundError(f"No module named {name!r} (not imported by beam-s3-copy)", name=name)
         return None
 
 
