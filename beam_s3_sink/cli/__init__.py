@@ -20,6 +20,7 @@ DuckDB) is an example pipeline in the repository's ``pipelines/``, not part of t
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from typing import Any, FrozenSet, Optional, Sequence
 
@@ -48,6 +49,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finder = _NotImported(blocked) if blocked else None
     if finder is not None:
         sys.meta_path.insert(0, finder)
+        # Beam's MongoDB I/O warns when its import fails: nothing a copy's user can act on.
+        logging.getLogger("apache_beam.io.mongodbio").setLevel(logging.ERROR)
     try:
         from beam_s3_sink.cli.command import main as run_command
 
