@@ -19,6 +19,7 @@ DuckDB) is an example pipeline in the repository's ``pipelines/``, not part of t
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import sys
@@ -52,12 +53,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # Beam's MongoDB I/O warns when its import fails: nothing a copy's user can act on.
         logging.getLogger("apache_beam.io.mongodbio").setLevel(logging.ERROR)
     try:
-        from beam_s3_sink.cli.command import main as run_command
-
-        return run_command(argv)
+        return _import_command()(argv)
     finally:
         if finder is not None:
             sys.meta_path.remove(finder)
+
+
+def _import_command() -> Any:
+    """:func:`beam_s3_sink.cli.command.main`, imported with the garbage collector paused when the
+    process imports it first: importing Beam makes over 100,000 objects and no garbage, and the
+    270 or so collections that allocation sets off cost a third of the import's CPU time
+    (docs/benchmarks.md, "The fixed cost"). What the import made is then frozen (``gc.freeze``),
+    so that the copy's own collections skip it."""
+    paused = "beam_s3_sink.cli.command" not in sys.modules and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        from beam_s3_sink.cli.command import main as run_command
+    finally:
+        if paused:
+            gc.freeze()
+            gc.enable()
+    return run_command
 
 
 class _NotImported:
