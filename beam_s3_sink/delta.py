@@ -266,7 +266,7 @@ class _DeltaInitFn(_S3DoFn):
         warnings: List[str] = []
         if not self._stream:  # a stream's initialization runs in every step: it removes nothing
             warnings = abort_uploads(self._client, keys)[1]
-            delete_uncommitted(self._client, keys)
+            delete_uncommitted(self._client, keys, settings.config)
         layout = DeltaLayout(partition_by=columns)
         schema = file_schema(table_schema, settings.schema)
         layout.check(schema)
@@ -309,10 +309,20 @@ def result_of(client: Any, keys: CopyKeys, version: int, unit: Optional[StreamUn
     )
 
 
-def _logged_paths(client: Any, keys: CopyKeys) -> Set[str]:
-    """Every data file (its key) that a JSON commit of the table's log adds."""
+def _referenced_paths(client: Any, keys: CopyKeys, config: S3Config) -> Set[str]:
+    """Every data file (its key) that the table may still read: those of its current version
+    (delta-rs reads its checkpoints too), and those any JSON commit left in its log adds (an
+    older version's, for time travel). The log alone would not do: once a checkpoint is
+    written, Delta deletes the JSON commits older than its log retention (30 days), whose
+    files the current version may still hold."""
+    from .delta_commit import open_table, storage_options
+
     bucket, head = keys.location.bucket, keys.location.key(f"{LOG_DIRECTORY}/")
     paths: Set[str] = set()
+    table = open_table(keys.location.uri, storage_options(config))
+    if table is not None:
+        for path in pa.table(table.get_add_actions(flatten=False)).column("path").to_pylist():
+            paths.add(keys.location.key(unquote(path)))
     for listed in list_keys(client, bucket, head):
         if not listed["Key"].endswith(".json"):
             continue
@@ -324,12 +334,13 @@ def _logged_paths(client: Any, keys: CopyKeys) -> Set[str]:
     return paths
 
 
-def delete_uncommitted(client: Any, keys: CopyKeys) -> List[str]:
-    """Delete the data files of ``keys``' sink id that no version of the table adds (a
-    crashed run completed them but never committed); return their URIs."""
+def delete_uncommitted(client: Any, keys: CopyKeys, config: S3Config) -> List[str]:
+    """Delete the data files of ``keys``' sink id that the table does not reference (a
+    crashed run completed them but never committed; see :func:`_referenced_paths`);
+    return their URIs."""
     bucket = keys.location.bucket
     owned = [o["Key"] for o in list_keys(client, bucket, keys.data_prefix) if keys.is_data_file(o["Key"])]
-    keep = _logged_paths(client, keys) if owned else set()
+    keep = _referenced_paths(client, keys, config) if owned else set()
     deleted = [key for key in owned if key not in keep]
     for key in deleted:
         call(client, "DeleteObject", bucket, key)
@@ -360,7 +371,7 @@ def abort_delta_copy(table_uri: str, sink_id: str, s3: Optional[S3Config] = None
         )
     client = config.make_client()
     aborted = [(keys.location.object_uri(k), u) for k, u in abort_uploads(client, keys, strict=True)[0]]
-    deleted = delete_uncommitted(client, keys)
+    deleted = delete_uncommitted(client, keys, config)
     return AbortReport(keys.location.uri, sink_id, tuple(deleted), tuple(aborted))
 
 
@@ -445,6 +456,6 @@ class _DeltaFinishFn(_FinishStreamFn):
     def _finish(self, keys: CopyKeys, init: InitOutcome) -> None:
         abort_uploads(self._client, keys)
         try:
-            delete_uncommitted(self._client, keys)
+            delete_uncommitted(self._client, keys, self._config)
         except S3RequestError as exc:
             _log.warning("copy %s: could not delete the files no version added: %s", keys.sink_id, exc)

@@ -35,7 +35,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from .errors import CopyToS3Error
+from .errors import CommittedCopyError, CopyToS3Error
 from .iceberg_commit import TableFile
 from .layout import Layout
 from .results import StreamUnit
@@ -573,7 +573,10 @@ def committed_version(table: DeltaTable, sink_id: str, unit: Optional[StreamUnit
     The application transaction of ``sink_id`` holds the largest :func:`unit_version` it
     committed (:func:`commit` never lowers it, even for a unit that commits after a later
     one), so a smaller one answers "not committed" without reading the log; otherwise the
-    commit infos are searched, newest first (:func:`versioned_history`).
+    commit infos are searched, newest first (:func:`versioned_history`). A bounded copy whose
+    transaction is there but whose commit info is not (Delta deletes log entries past their
+    retention once a checkpoint holds them) raises :class:`~.errors.CommittedCopyError`: it
+    is committed, in a version no longer known.
     """
     table.update_incremental()
     done = table.transaction_version(sink_id)
@@ -587,6 +590,12 @@ def committed_version(table: DeltaTable, sink_id: str, unit: Optional[StreamUnit
                 return version
         if limit is None or len(entries) < limit:
             break
+    if unit is None:  # the transaction proves the commit; Delta removed its log entry (past its retention)
+        raise CommittedCopyError(
+            f"copy {sink_id!r} committed into this table (its application transaction says so) in a version "
+            "whose commit Delta has since removed from the log (older than delta.logRetentionDuration): "
+            "nothing is copied again; use a new sink id to copy the data once more"
+        )
     return None
 
 
