@@ -1111,7 +1111,8 @@ def test_delta_refusals_name_the_flag_and_a_failed_copy_leaves_the_version(s3_en
     uri = f"s3://{bucket}/lake/refusals"
     source = write_region_jsonl(tmp_path / "in.jsonl", region_rows(range(50)))
     dest = ["--delta", uri, "--s3_endpoint_url", s3_endpoint]
-    done = cli(s3_endpoint, "--source", source, "--schema", TABLE_SCHEMA, "--delta", uri, "--partition_by", "region")
+    first = ["--source", source, "--schema", TABLE_SCHEMA, "--delta", uri, "--sink_id", "old"]
+    done = cli(s3_endpoint, *first, "--partition_by", "region")
     assert done.returncode == 0, done.stdout + done.stderr
     cases = {
         "a column the table lacks": (
@@ -1143,9 +1144,23 @@ def test_delta_refusals_name_the_flag_and_a_failed_copy_leaves_the_version(s3_en
     )
     assert done.returncode == 1, done.stdout + done.stderr
     line = error_line(done)
+    assert line.startswith("beam-s3-copy: the copy failed: ") and line.endswith('{"id": 99, "surprise": true}'), line
     assert "field(s) ['surprise'] that are not in the schema" in line, line
     assert delta_version(uri, s3_config) == 0
     assert pending_uploads(s3_config.make_client(), bucket) == []
+
+    # Delta removes a commit past its log retention once a checkpoint holds it: the rerun of its
+    # sink id is refused in the plan (it would fail in the copy), naming --sink_id.
+    from deltalake import DeltaTable
+
+    from beam_s3_sink.delta_commit import storage_options
+
+    table = DeltaTable(uri, storage_options=storage_options(s3_config))
+    table.alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})  # version 1
+    table.create_checkpoint()
+    table.cleanup_metadata()
+    with pytest.raises(UsageError, match=r"^--sink_id old: copy 'old' committed into this table \(its application"):
+        plan_copy([*first, "--s3_endpoint_url", s3_endpoint])
 
 
 def test_abort_of_a_delta_copy_a_dry_run_and_bad_rows(s3_endpoint, s3_config, s3_client, bucket, tmp_path):

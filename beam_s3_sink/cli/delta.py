@@ -115,11 +115,17 @@ class DeltaTarget:
         return columns, True
 
     def committed_version(self, sink_id: str) -> Optional[int]:
-        """The version copy ``sink_id`` committed, or None (no table, or no such version)."""
+        """The version copy ``sink_id`` committed, or None (no table, or no such version);
+        ValueError naming ``--sink_id`` when the table says it committed in a version whose
+        log entry is gone (the copy would fail so: the plan refuses it first)."""
         from beam_s3_sink.delta_commit import committed_version
+        from beam_s3_sink.errors import CommittedCopyError
 
         table = self.open()
-        return committed_version(table, sink_id) if table is not None else None
+        try:
+            return committed_version(table, sink_id) if table is not None else None
+        except CommittedCopyError as exc:
+            raise ValueError(f"--sink_id {sink_id}: {exc}") from None
 
     def committed_copy(self, sink_id: str) -> Optional[DeltaVersion]:
         """The version copy ``sink_id`` committed, as the summary shows it, or None."""
