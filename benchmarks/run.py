@@ -1078,7 +1078,7 @@ def _empty_bucket(client: Any, bucket: str) -> None:
 
 def lineitem_main(args: argparse.Namespace) -> int:
     """The lineitem suite: each case in its own process, ``--repeat`` runs interleaved, medians,
-    peak RSS of each process tree, the ratios of issues 14 and 29, and the RSS flatness check
+    peak RSS of each process tree, the ratios of issues 14, 29 and 36, and the RSS flatness check
     (copy_batches and beam_batched at scale factors ``--rss-scales``)."""
     import pyarrow.parquet as pq
 
