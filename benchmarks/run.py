@@ -32,6 +32,10 @@ Cases (8 columns, generated inside the pipeline from shard numbers):
                         dir), warehouse on the same moto server
 * ``pyiceberg_append``  no Beam: the rows built into one Arrow table in Python, then pyiceberg's
                         ``Table.append`` into a new table of the same kind of catalog and store
+* ``copy_delta``        CopyToDelta into a new Delta Lake table on the same moto server
+* ``write_deltalake``   no Beam: the rows built into one Arrow table in Python, then
+                        ``deltalake.write_deltalake`` into a new table on the same store (Snappy,
+                        the codec of ``copy_delta`` and ``copy_parquet``)
 
 ``--streaming`` (Flink, as ``--runner flink``, plus ``--streaming``; no checkpointing: a
 PeriodicImpulse job ends by itself after its stop timestamp): ``PeriodicImpulse`` fires
@@ -59,6 +63,11 @@ commit), less pyiceberg's import, measured apart in the same run in a process th
 Beam, pyarrow and boto3 already (target: at most 1 s plus 10 ms per data file); and
 ``copy_iceberg`` / ``pyiceberg_append`` (target: at most 0.8). The lineitem suite has the same
 cases and ratios, against ``copy_batches_zstd``.
+
+The Delta ratios (issue 36): ``copy_delta`` minus ``copy_parquet`` (lineitem: ``copy_batches``;
+both Snappy) is what the table adds (opening it, the commit), less deltalake's import, measured
+apart as pyiceberg's (target: at most 1 s plus 10 ms per data file); and ``copy_delta`` /
+``write_deltalake`` (target: at most 0.8).
 """
 
 from __future__ import annotations
@@ -93,8 +102,10 @@ CASES = [
     "baseline_parquet",
     "copy_iceberg",
     "pyiceberg_append",
+    "copy_delta",
+    "write_deltalake",
 ]
-NO_BEAM_CASES = ("baseline_parquet", "pyiceberg_append")
+NO_BEAM_CASES = ("baseline_parquet", "pyiceberg_append", "write_deltalake")
 
 
 def schema():
@@ -214,6 +225,64 @@ def iceberg_ratios(median: Dict[str, float], runs: Dict[str, List[Dict[str, floa
         ratio = median["copy_iceberg"] / median["pyiceberg_append"]
         print(
             f"{'CopyToIceberg / pyiceberg Table.append':44} {ratio:5.2f}  "
+            f"(target <= 0.8: {'met' if ratio <= 0.8 else 'NOT met'})"
+        )
+
+
+# Delta Lake ----------------------------------------------------------------------------------
+def write_deltalake(endpoint: str, uri: str, table: Any) -> None:
+    """delta-rs alone: ``write_deltalake`` of the Arrow table into a new table at ``uri`` on the
+    benchmark's S3 server, Snappy (as ``CopyToDelta`` writes), with the storage options
+    ``CopyToDelta`` uses (``conditional_put=etag``)."""
+    from deltalake import WriterProperties
+    from deltalake import write_deltalake as write
+
+    from beam_s3_sink.delta_commit import storage_options
+
+    write(
+        uri,
+        table,
+        storage_options=storage_options(s3_config(endpoint)),
+        writer_properties=WriterProperties(compression="SNAPPY"),
+    )
+
+
+DELTALAKE_IMPORT = """
+import apache_beam, boto3, pyarrow, time
+start = time.perf_counter()
+import deltalake, deltalake.transaction
+print(time.perf_counter() - start)
+"""
+
+
+def import_seconds(code: str, repeat: int = 3) -> float:
+    """The median time ``code`` prints (an import it times), each run in a fresh process."""
+    times = [
+        float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+        for _ in range(repeat)
+    ]
+    return statistics.median(times)
+
+
+def delta_ratios(median: Dict[str, float], runs: Dict[str, List[Dict[str, float]]], base: str) -> None:
+    """Print the Delta ratios where their cases ran: what the table adds to the ``base`` copy
+    (the same codec, Snappy), less deltalake's import (at most 1 s + 10 ms per data file), and
+    ``CopyToDelta`` / ``write_deltalake`` (at most 0.8)."""
+    if "copy_delta" in median and base in median:
+        files = int(runs["copy_delta"][-1].get("files", 0))
+        limit = 1 + 0.01 * files
+        extra = median["copy_delta"] - median[base]
+        imported = import_seconds(DELTALAKE_IMPORT)
+        print(f"{'deltalake import, s (measured apart)':44} {imported:5.2f}")
+        print(
+            f"{'copy_delta - ' + base + ' - import, s':44} {extra - imported:5.2f}  ({files} data files: "
+            f"target <= 1 + 0.01 x {files} = {limit:.2f} s: {'met' if extra - imported <= limit else 'NOT met'}; "
+            f"{extra:.2f} s with the import)"
+        )
+    if "copy_delta" in median and "write_deltalake" in median:
+        ratio = median["copy_delta"] / median["write_deltalake"]
+        print(
+            f"{'CopyToDelta / write_deltalake':44} {ratio:5.2f}  "
             f"(target <= 0.8: {'met' if ratio <= 0.8 else 'NOT met'})"
         )
 
@@ -361,6 +430,9 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
             with tempfile.TemporaryDirectory(prefix="bench-catalog-") as folder:
                 pyiceberg_append(iceberg_catalog(endpoint, folder, prefix), "bench.rows", table)
             return
+        if case == "write_deltalake":
+            write_deltalake(endpoint, prefix, table)
+            return
         buffer = io.BytesIO()
         pq.write_table(table, buffer)
         client = s3_client(endpoint)
@@ -370,7 +442,7 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_s3_sink import CopyToIceberg, CopyToS3, ParquetFormat
+    from beam_s3_sink import CopyToDelta, CopyToIceberg, CopyToS3, ParquetFormat
 
     config = s3_config(endpoint)
     folder = tempfile.TemporaryDirectory(prefix="bench-catalog-")  # copy_iceberg's catalog
@@ -387,6 +459,8 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
                 | CopyToIceberg("bench.rows", catalog=iceberg_catalog(endpoint, folder.name, prefix), schema=schema())
                 | beam.Map(_print_files)
             )
+        elif case == "copy_delta":
+            generated | CopyToDelta(prefix, schema=schema(), s3=config) | beam.Map(_print_files)
         elif case == "write_parquet":
             generated | beam.io.WriteToParquet(prefix + "/part", schema(), file_name_suffix=".parquet")
         elif case == "write_text":
@@ -754,6 +828,8 @@ LINEITEM_CASES = [
     "cli",
     "copy_iceberg",
     "pyiceberg_append",
+    "copy_delta",
+    "write_deltalake",
 ]
 LINEITEM_LABELS = {
     "duckdb": "DuckDB COPY (FROM read_parquet) TO 's3://' (httpfs)",
@@ -766,6 +842,8 @@ LINEITEM_LABELS = {
     "cli": "beam-s3-copy --source lineitem.parquet (python -m beam_s3_sink.cli)",
     "copy_iceberg": "CopyToIceberg (SQLite catalog), batches from ReadFromParquetBatched",
     "pyiceberg_append": "pyarrow.parquet.read_table + pyiceberg Table.append (SQLite catalog)",
+    "copy_delta": "CopyToDelta, batches from ReadFromParquetBatched",
+    "write_deltalake": "pyarrow.parquet.read_table + deltalake.write_deltalake",
 }
 
 
@@ -856,6 +934,11 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
             catalog = iceberg_catalog(endpoint, folder, f"s3://{bucket}/{prefix}")
             pyiceberg_append(catalog, "bench.lineitem", pq.read_table(path))
         return
+    if case == "write_deltalake":
+        import pyarrow.parquet as pq
+
+        write_deltalake(endpoint, f"s3://{bucket}/{prefix}", pq.read_table(path))
+        return
     if case == "write_dataset":
         import pyarrow.dataset as ds
         from pyarrow.fs import S3FileSystem
@@ -895,7 +978,7 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
     import pyarrow.parquet as pq
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_s3_sink import CopyToIceberg, CopyToS3, ParquetFormat
+    from beam_s3_sink import CopyToDelta, CopyToIceberg, CopyToS3, ParquetFormat
 
     schema = pq.read_schema(path)
     config = s3_config(endpoint)
@@ -916,6 +999,9 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
         elif case == "copy_iceberg":
             catalog = iceberg_catalog(endpoint, folder.name, f"s3://{bucket}/{prefix}")
             copy = CopyToIceberg("bench.lineitem", catalog=catalog, schema=schema)
+            p | beam.io.ReadFromParquetBatched(path) | copy | beam.Map(_print_files)
+        elif case == "copy_delta":
+            copy = CopyToDelta(f"s3://{bucket}/{prefix}", schema=schema, s3=config)
             p | beam.io.ReadFromParquetBatched(path) | copy | beam.Map(_print_files)
         elif case == "copy_rows":
             p | beam.io.ReadFromParquet(path) | CopyToS3(f"s3://{bucket}/{prefix}", schema=schema, s3=config)
@@ -993,7 +1079,7 @@ def _empty_bucket(client: Any, bucket: str) -> None:
 
 def lineitem_main(args: argparse.Namespace) -> int:
     """The lineitem suite: each case in its own process, ``--repeat`` runs interleaved, medians,
-    peak RSS of each process tree, the ratios of issues 14 and 29, and the RSS flatness check
+    peak RSS of each process tree, the ratios of issues 14, 29 and 36, and the RSS flatness check
     (copy_batches and beam_batched at scale factors ``--rss-scales``)."""
     import pyarrow.parquet as pq
 
@@ -1071,6 +1157,7 @@ def lineitem_main(args: argparse.Namespace) -> int:
                 ratio = median[a] / median[b]
                 print(f"{label:44} {ratio:5.2f}  (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
         iceberg_ratios(median, runs, "copy_batches")
+        delta_ratios(median, runs, "copy_batches")
         if "copy_batches" in rss and "beam_batched" in rss:
             print(
                 f"{'peak RSS CopyToS3 batches / WriteToParquetBatched':44} {rss['copy_batches'] / rss['beam_batched']:5.2f}"
@@ -1491,6 +1578,7 @@ def main() -> int:
                 ratio = median[a] / median[b]
                 print(f"{label:44} {ratio:5.3f}  (target <= {target}: {'met' if ratio <= target else 'NOT met'})")
         iceberg_ratios(median, runs, "copy_parquet")
+        delta_ratios(median, runs, "copy_parquet")
         for case in ("copy_parquet", "copy_csv"):
             if case in median and "generate" in median:
                 extra = (median[case] - median["generate"]) / (args.rows / 1e6)

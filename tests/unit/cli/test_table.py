@@ -135,8 +135,11 @@ TABLE = ["--source", "generate:10", "--table", "ns.t", "--catalog", CATALOG]
 @pytest.mark.parametrize(
     "argv, says",
     [
-        (["--source", "generate:10"], "^give exactly one of --output s3://BUCKET/PATH and --table NS.TABLE"),
-        (TABLE + ["--output", "s3://b/p"], "^give exactly one of --output .* \\(not both\\)"),
+        (
+            ["--source", "generate:10"],
+            "^give exactly one of --output s3://BUCKET/PATH, --table NS.TABLE and --delta s3://BUCKET/PATH",
+        ),
+        (TABLE + ["--output", "s3://b/p"], "^give exactly one of --output .* \\(not --output and --table\\)"),
         (["--source", "generate:10", "--table", "ns.t"], "^--table needs --catalog"),
         (
             ["--source", "generate:10", "--output", "s3://b/p", "--catalog", CATALOG],
@@ -191,7 +194,7 @@ def test_a_dry_run_into_a_table_touches_no_catalog():
 @pytest.mark.parametrize(
     "argv, says",
     [
-        (["--abort", "x"], "give exactly one of --output s3://BUCKET/PATH and --table NS.TABLE"),
+        (["--abort", "x"], "give exactly one of --output s3://BUCKET/PATH, --table NS.TABLE and --delta"),
         (["--abort", "x", "--table", "a.b"], "--table needs --catalog"),
         (["--abort", "x", "--output", "s3://b/p", "--catalog", "prod"], "--catalog applies only with --table"),
         (["--abort", "x", "--table", "a.b", "--catalog", "prod", "--force"], "--force applies only with --output"),
