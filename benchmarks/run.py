@@ -1,8 +1,9 @@
 """Benchmark CopyToS3 against Beam's own file sinks and a hand-written baseline.
 
 One run, one S3 server (moto, its own process on a free loopback port), each case in its own
-process so that its peak RSS is its own. Prints wall time, rows per second and peak RSS per
-case (median of ``--repeat`` runs), then the ratios the project promises::
+process so that its peak RSS is its own. Prints wall time, CPU time (its process's user +
+system), rows per second and peak RSS per case (median of ``--repeat`` runs), then the ratios
+the project promises::
 
     python benchmarks/run.py                    # 1,000,000 rows, 3 runs each, plus the RSS check
     python benchmarks/run.py --rows 200000 --repeat 1 --rss-rows 0   # a quick look
@@ -1557,16 +1558,18 @@ def main() -> int:
                 runs[case].append(measure(case, args.rows, endpoint, bucket, flags))
                 files = f"  {runs[case][-1]['files']} files" if "files" in runs[case][-1] else ""
                 print(
-                    f"  run {attempt + 1}/{args.repeat} {case:17} {runs[case][-1]['seconds']:7.2f} s{files}",
+                    f"  run {attempt + 1}/{args.repeat} {case:17} {runs[case][-1]['seconds']:7.2f} s, "
+                    f"CPU {runs[case][-1]['cpu_s']:6.2f} s{files}",
                     file=sys.stderr,
                 )
         median = {c: statistics.median(r["seconds"] for r in runs[c]) for c in cases}
         rss = {c: max(r["rss_mib"] for r in runs[c]) for c in cases}
+        cpu = {c: statistics.median(r["cpu_s"] for r in runs[c]) for c in cases}  # the case's process, not moto's
         print(f"\n{args.rows:,} rows, 8 columns, {where}, moto S3 on loopback, median of {args.repeat} run(s)\n")
-        print(f"{'case':18} {'seconds':>9} {'rows/s':>12} {'peak RSS MiB':>13} {'data files':>11}")
+        print(f"{'case':18} {'seconds':>9} {'CPU s':>7} {'rows/s':>12} {'peak RSS MiB':>13} {'data files':>11}")
         for c in cases:
             files = runs[c][-1].get("files", "")
-            print(f"{c:18} {median[c]:9.2f} {args.rows / median[c]:12,.0f} {rss[c]:13.0f} {files:>11}")
+            print(f"{c:18} {median[c]:9.2f} {cpu[c]:7.2f} {args.rows / median[c]:12,.0f} {rss[c]:13.0f} {files:>11}")
         print()
         ratios = [
             ("copy_parquet", "write_parquet", "CopyToS3 Parquet / WriteToParquet", 0.35),
