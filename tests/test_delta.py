@@ -178,6 +178,30 @@ def test_a_failed_commit_leaves_the_table_and_the_bucket_as_they_were(
         abort_delta_copy(uri, "base", s3=s3_config)
 
 
+def test_a_commit_delta_rs_fails_after_writing_its_version_is_the_copys(tmp_path, s3_config, s3_client, bucket):
+    """delta-rs can fail after the version is written (its post-commit steps: seen with a table
+    it cannot read back): the copy reports that version, and its files stay."""
+    from deltalake import DeltaTable
+
+    uri = f"s3://{bucket}/lake/late_failure"
+    copy = dict(table_uri=uri, schema=SCHEMA, s3=s3_config)
+    assert run_delta_copy([make_row(1)], tmp_path, sink_id="a", **copy).ok
+    original = DeltaTable.create_write_transaction
+
+    def write_then_fail(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        raise RuntimeError("failed after the commit")
+
+    DeltaTable.create_write_transaction = write_then_fail
+    try:
+        result = run_delta_copy([make_row(2)], tmp_path, sink_id="b", **copy)
+    finally:
+        DeltaTable.create_write_transaction = original
+    assert result.ok and result.snapshot_id == 1, result.error
+    assert_tables_read(uri, s3_config, [make_row(1), make_row(2)])
+    assert pending_uploads(s3_client, bucket) == []
+
+
 def test_a_copy_that_does_not_fit_is_refused_before_any_upload(tmp_path, s3_config, s3_client, bucket):
     uri = f"s3://{bucket}/lake/strict"
     assert run_delta_copy([make_row(1)], tmp_path, table_uri=uri, schema=SCHEMA, sink_id="a", s3=s3_config).ok
