@@ -201,7 +201,7 @@ class CopyToDelta(beam.PTransform):
         if self._validate_only:
             results = rows | "Validate" >> validate_rows(settings, self._location.uri)
             return bad_rows_outputs(CopyOutputs(results, None), self._with_bad_rows)
-        init_fn = _DeltaInitFn(settings, stream, self._partition_by)
+        init_fn = _DeltaInitFn(settings, stream, self._partition_by, self._mode)
         init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors, stream)
         in_step = InitializedInStep(init_fn) if stream else None  # a stream's steps read no side input
         graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
@@ -217,9 +217,12 @@ class _DeltaInitFn(_S3DoFn):
     """Step 1 for a Delta table: open it (or decide how to create it), check it, clean up;
     emits one :class:`InitOutcome`."""
 
-    def __init__(self, settings: WriteSettings, stream: bool = False, partition_by: Sequence[str] = ()) -> None:
+    def __init__(
+        self, settings: WriteSettings, stream: bool = False, partition_by: Sequence[str] = (), mode: str = "append"
+    ) -> None:
         super().__init__(settings.config)
         self._settings, self._stream, self._partition_by = settings, stream, tuple(partition_by)
+        self._mode = mode
 
     def process(self, _unused: Any, errors: Iterable[Any] = ()) -> Iterable[InitOutcome]:
         uri = self._settings.keys.location.uri
@@ -239,6 +242,7 @@ class _DeltaInitFn(_S3DoFn):
         from .delta_commit import (
             DeltaLayout,
             check_schema,
+            check_table,
             committed_version,
             delta_schema,
             file_schema,
@@ -253,6 +257,7 @@ class _DeltaInitFn(_S3DoFn):
             table_schema, columns = delta_schema(settings.schema, self._partition_by), self._partition_by
         else:
             table_schema, columns = table_schema_of(table), tuple(table.metadata().partition_columns)
+            check_table(table, self._mode)
             check_schema(table_schema, settings.schema)
             if self._partition_by and self._partition_by != columns:
                 raise ValueError(

@@ -54,6 +54,7 @@ __all__ = [
     "DeltaLayout",
     "add_action",
     "check_schema",
+    "check_table_features",
     "commit",
     "committed_version",
     "versioned_history",
@@ -314,6 +315,90 @@ def _text(typ: Any) -> str:
     if typ["type"] == "map":
         return f"map<{_text(typ['keyType'])}, {_text(typ['valueType'])}>"
     return "struct<" + ", ".join(f"{f['name']}: {_text(f['type'])}" for f in typ["fields"]) + ">"
+
+
+# -- what a table asks of its writers --------------------------------------------------------
+
+#: Writer features a copy honours (some only as :func:`check_table_features` says); a table with
+#: any other is refused before anything is uploaded. (delta-rs 1.6 itself refuses to commit to a
+#: table with rowTracking, domainMetadata or inCommitTimestamp, as Spark 4.1 sets them: but only
+#: at the commit, after the upload.)
+HONOURED_FEATURES = frozenset(
+    {
+        "appendOnly",  # overwrites refused when delta.appendOnly is true
+        "invariants",  # refused when a column has one (a SQL expression: not evaluated here)
+        "checkConstraints",  # refused when the table has one (the same)
+        "generatedColumns",  # refused when a column is generated
+        "identityColumns",  # refused when a column is an identity column
+        "columnMapping",  # refused unless delta.columnMapping.mode is none
+        "deletionVectors",  # appends only: an overwrite's removes would have to name each file's vector
+        "changeDataFeed",  # adds and removes with dataChange: readers derive the changes
+        "timestampNtz",
+        "vacuumProtocolCheck",
+        "typeWidening",  # the files are written in the table's (widened) types
+    }
+)
+
+
+def check_table_features(
+    writer_version: int,
+    writer_features: Optional[Sequence[str]],
+    configuration: Mapping[str, Optional[str]],
+    schema: Mapping[str, Any],
+    mode: str = "append",
+) -> None:
+    """Raise ValueError, naming each one, unless a copy in ``mode`` honours everything the table
+    asks of its writers (its protocol's ``writer_features``, its ``configuration``, its schema's
+    column metadata): CopyToDelta writes plain Parquet by column name, evaluates no SQL, and
+    removes files without deletion vectors.
+
+    >>> check_table_features(2, None, {}, {"fields": []})
+    >>> check_table_features(7, ["columnMapping", "rowTracking"], {"delta.columnMapping.mode": "name"}, {"fields": []})
+    Traceback (most recent call last):
+    ...
+    ValueError: the table asks what CopyToDelta cannot honour: writer feature(s) rowTracking; delta.columnMapping.mode = name (its files name columns by physical name, a copy's by column name)
+    """
+    problems: List[str] = []
+    unknown = sorted(set(writer_features or ()) - HONOURED_FEATURES)
+    if unknown:
+        problems.append(f"writer feature(s) {', '.join(unknown)}")
+    mapping = configuration.get("delta.columnMapping.mode") or "none"
+    if mapping != "none":
+        problems.append(
+            f"delta.columnMapping.mode = {mapping} (its files name columns by physical name, a copy's by column name)"
+        )
+    constraints = sorted(k[len("delta.constraints.") :] for k in configuration if k.startswith("delta.constraints."))
+    if constraints:
+        problems.append(f"CHECK constraint(s) {', '.join(constraints)} (not evaluated by a copy)")
+    for field in schema.get("fields", ()):
+        metadata = field.get("metadata") or {}
+        if "delta.invariants" in metadata:
+            problems.append(f"column {field['name']!r} has an invariant (not evaluated by a copy)")
+        if "delta.generationExpression" in metadata:
+            problems.append(f"column {field['name']!r} is generated ({metadata['delta.generationExpression']})")
+        if any(k.startswith("delta.identity.") for k in metadata):
+            problems.append(f"column {field['name']!r} is an identity column")
+    if mode != "append":
+        if (configuration.get("delta.appendOnly") or "false").lower() == "true":
+            problems.append(f"delta.appendOnly = true (mode {mode!r} removes files)")
+        if "deletionVectors" in (writer_features or ()):
+            problems.append(f"deletion vectors (mode {mode!r} would remove files without their vectors)")
+    if writer_version > 7:
+        problems.append(f"writer version {writer_version}")
+    if problems:
+        raise ValueError("the table asks what CopyToDelta cannot honour: " + "; ".join(problems))
+
+
+def check_table(table: DeltaTable, mode: str = "append") -> None:
+    """:func:`check_table_features` of a loaded table."""
+    protocol, metadata = table.protocol(), table.metadata()
+    check_table_features(
+        protocol.min_writer_version,
+        protocol.writer_features,
+        metadata.configuration,
+        table_schema_of(table),
+        mode,
+    )
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -689,6 +774,15 @@ def commit(
     ) from last
 
 
+def _landed(table_uri: str, options: Mapping[str, str], sink_id: str, unit: Optional[StreamUnit]) -> Optional[int]:
+    """The version of ``sink_id`` (and ``unit``) in the table, or None (also when it cannot be read)."""
+    try:
+        table = open_table(table_uri, options)
+        return committed_version(table, sink_id, unit) if table is not None else None
+    except Exception:  # noqa: BLE001  (unreadable: the caller's error stands)
+        return None
+
+
 class _TableExists(DeltaCommitConflictError):
     """Another writer created the table first."""
 
@@ -732,6 +826,7 @@ def _commit_once(
     done = committed_version(table, sink_id, unit)
     if done is not None:
         return done
+    check_table(table, mode)
     table_schema = table_schema_of(table)
     columns = list(table.metadata().partition_columns)
     if columns != list(partition_by):  # the table changed (or appeared) since the files were written
@@ -752,9 +847,18 @@ def _commit_once(
             values = {c: partition_text((old["partition"] or {}).get(c)) for c in columns}
             if mode == "overwrite" or tuple(values.values()) in written:
                 removes.append(RemoveAction(unquote(old["path"]), True, now, old["size_bytes"], values))
-    table.create_write_transaction(
-        [*adds, *removes], "append", table.schema(), partition_by=columns, commit_properties=properties
-    )
+    try:
+        table.create_write_transaction(
+            [*adds, *removes], "append", table.schema(), partition_by=columns, commit_properties=properties
+        )
+    except Exception:
+        # delta-rs may fail after writing the log entry (its post-commit steps): the files are the
+        # table's then, and must not be deleted as a failed copy's
+        landed = _landed(table_uri, options, sink_id, unit)
+        if landed is None:
+            raise
+        logger.warning("Delta table %s: sink %s committed version %s, then delta-rs failed", table_uri, sink_id, landed)
+        return landed
     # Committed: from here on nothing may fail the copy (its files are the table's now).
     try:
         committed = committed_version(table, sink_id, unit)  # delta-rs may have retried on top of others

@@ -9,7 +9,9 @@ default moto only) ─▶ ``s3_endpoint`` ─▶ ``s3_config`` ─▶ ``s3_clien
 
 Iceberg (session, tests/iceberg_catalogs.py): ``iceberg_sqlite``, ``iceberg_postgres``,
 ``iceberg_rest`` (or ``iceberg_catalog``, parametrized over the three) and ``spark_iceberg``,
-Spark's Iceberg reader. Delta (session, tests/spark_delta.py): ``spark_delta``, Spark with Delta Lake.
+Spark's Iceberg reader. Delta (session, tests/spark_delta.py): ``spark_delta``, Spark with Delta Lake;
+``spark_final_reads`` (per test): Spark reads the last state the test asserted of each Delta
+table (tests/delta_readers.py), once, at the test's end.
 """
 
 from __future__ import annotations
@@ -387,3 +389,24 @@ def spark_delta(runner_logs: str):
         yield spark
     finally:
         spark.stop()
+
+
+@pytest.fixture
+def spark_final_reads(spark_delta):
+    """While the test runs, ``delta_readers.assert_tables_read`` notes each table's version and
+    rows; after it, Spark reads the last noted version of each table and must read exactly those
+    rows (a failure is an error at teardown)."""
+    import time
+
+    from delta_readers import SparkFinalReads
+
+    reads = SparkFinalReads()
+    SparkFinalReads.active = reads
+    try:
+        yield reads
+    finally:
+        SparkFinalReads.active = None
+    started = time.monotonic()
+    count = reads.check(spark_delta)
+    if count:
+        print(f"\nSpark read {count} Delta table(s) in {time.monotonic() - started:.1f} s")

@@ -1,6 +1,7 @@
 """CopyToDelta (issue 36): one Delta Lake version per copy, all or nothing, exactly once, on moto
 and SeaweedFS; every table read back exactly by delta-rs, DuckDB's ``delta_scan`` and Polars
-(tests/delta_readers.py)."""
+(tests/delta_readers.py) at every state a test asserts, and by Spark 4.1 with delta-spark at the
+last state it asserts of each table (``spark_final_reads``, autouse here)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ SCHEMA = pa.schema(
     ]
 )
 REGIONS = ("eu", "us", "a/b c", None)
+
+
+@pytest.fixture(autouse=True)
+def _spark_reads_the_final_state(spark_final_reads):
+    """Spark reads (once, at the end) the last state each test asserted of each table."""
+    return spark_final_reads
 
 
 def make_row(i: int, region: Any = "unset") -> Dict[str, Any]:
@@ -169,6 +176,30 @@ def test_a_failed_commit_leaves_the_table_and_the_bucket_as_they_were(
     assert report.deleted == () and report.aborted == ()
     with pytest.raises(CommittedCopyError):
         abort_delta_copy(uri, "base", s3=s3_config)
+
+
+def test_a_commit_delta_rs_fails_after_writing_its_version_is_the_copys(tmp_path, s3_config, s3_client, bucket):
+    """delta-rs can fail after the version is written (its post-commit steps: seen with a table
+    it cannot read back): the copy reports that version, and its files stay."""
+    from deltalake import DeltaTable
+
+    uri = f"s3://{bucket}/lake/late_failure"
+    copy = dict(table_uri=uri, schema=SCHEMA, s3=s3_config)
+    assert run_delta_copy([make_row(1)], tmp_path, sink_id="a", **copy).ok
+    original = DeltaTable.create_write_transaction
+
+    def write_then_fail(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        raise RuntimeError("failed after the commit")
+
+    DeltaTable.create_write_transaction = write_then_fail
+    try:
+        result = run_delta_copy([make_row(2)], tmp_path, sink_id="b", **copy)
+    finally:
+        DeltaTable.create_write_transaction = original
+    assert result.ok and result.snapshot_id == 1, result.error
+    assert_tables_read(uri, s3_config, [make_row(1), make_row(2)])
+    assert pending_uploads(s3_client, bucket) == []
 
 
 def test_a_copy_that_does_not_fit_is_refused_before_any_upload(tmp_path, s3_config, s3_client, bucket):
@@ -361,3 +392,102 @@ def test_validate_only_writes_nothing(tmp_path, s3_config, s3_client, bucket):
     result = run_delta_copy(rows, tmp_path, table_uri=uri, schema=SCHEMA, s3=s3_config, validate_only=True)
     assert result.dry_run and result.rows == 6 and result.invalid_rows == 1, result
     assert list_objects(s3_client, bucket, "lake/") == {}
+
+
+# -- tables Spark made ---------------------------------------------------------------------------
+
+SPARK_COLUMNS = (
+    "id BIGINT NOT NULL, name STRING, amount DECIMAL(12,2), at TIMESTAMP, day DATE, tags ARRAY<STRING>, region STRING"
+)
+
+
+def spark_rows(ids, region: str) -> List[Dict[str, Any]]:
+    """Rows as Spark's ``INSERT`` below writes them (each a ``make_row`` shape)."""
+    return [
+        {
+            "id": i,
+            "name": f"spark {i}",
+            "amount": decimal.Decimal(i) / 4,
+            "at": datetime.datetime(2025, 6, 1, tzinfo=UTC) + datetime.timedelta(seconds=i),
+            "day": datetime.date(2025, 6, 1),
+            "tags": ["s"],
+            "region": region,
+        }
+        for i in ids
+    ]
+
+
+def spark_insert(spark_delta, s3_config, uri: str, rows: List[Dict[str, Any]]) -> None:
+    from spark_delta import spark_sql
+
+    values = ", ".join(
+        f"({r['id']}, '{r['name']}', {r['amount']}, TIMESTAMP'{r['at']:%Y-%m-%d %H:%M:%S}', DATE'{r['day']}', "
+        f"array('s'), '{r['region']}')"
+        for r in rows
+    )
+    spark_sql(spark_delta, s3_config, f"INSERT INTO {{table}} VALUES {values}", table_uri=uri)
+
+
+def test_a_table_spark_made_takes_appends_and_an_overwrite_of_partitions(
+    tmp_path, spark_delta, s3_config, s3_client, bucket
+):
+    """Spark makes the table (partitioned, id NOT NULL) and inserts; copies append (the table's
+    own partitioning, no partition_by given) and replace a partition; Spark inserts on top of
+    them; every reader, Spark at the end too, reads the union exactly."""
+    from spark_delta import create_delta_table_spark
+
+    uri = f"s3://{bucket}/lake/spark_made"
+    create_delta_table_spark(spark_delta, uri, s3_config, SPARK_COLUMNS, partitioned_by=("region",))
+    from_spark = spark_rows(range(1, 4), "eu") + spark_rows(range(4, 6), "us")
+    spark_insert(spark_delta, s3_config, uri, from_spark)
+    copy = dict(table_uri=uri, schema=SCHEMA, s3=s3_config)
+    appended = [make_row(i) for i in range(100, 140)]
+    first = run_delta_copy(appended, tmp_path, sink_id="append", **copy)
+    assert first.ok and first.snapshot_id == 2, first.error
+    assert_tables_read(uri, s3_config, from_spark + appended)
+
+    eu = [make_row(i, "eu") for i in range(200, 210)]
+    over = run_delta_copy(eu, tmp_path, sink_id="eu", mode="overwrite_partitions", **copy)
+    assert over.ok and over.snapshot_id == 3, over.error
+    after_spark = spark_rows(range(300, 302), "us")
+    spark_insert(spark_delta, s3_config, uri, after_spark)
+    kept = [r for r in from_spark + appended if r["region"] != "eu"]
+    assert_tables_read(uri, s3_config, kept + eu + after_spark)
+    loaded = table(uri, s3_config)
+    assert loaded.version() == 4 and loaded.transaction_version("eu") == 0
+    assert pending_uploads(s3_client, bucket) == []
+
+
+def test_what_a_spark_table_asks_and_a_copy_cannot_honour_is_refused_before_any_upload(
+    tmp_path, spark_delta, s3_config, s3_client, bucket
+):
+    """A copy whose schema does not fit Spark's table (the column named), and tables with what a
+    copy cannot honour (column mapping; row tracking, which delta-rs 1.6 refuses only at the
+    commit; an overwrite of an append-only table or of one with deletion vectors): each refused
+    at initialization, nothing uploaded, the table's version unchanged."""
+    from spark_delta import create_delta_table_spark
+
+    cases = [
+        ("fit", {}, "append", [("id", pa.string())], "column 'id' is long in the table, string (Arrow string)"),
+        ("mapped", {"delta.columnMapping.mode": "name"}, "append", [], "delta.columnMapping.mode = name"),
+        ("tracked", {"delta.enableRowTracking": "true"}, "append", [], "writer feature(s) domainMetadata, rowTracking"),
+        ("append_only", {"delta.appendOnly": "true"}, "overwrite", [], "delta.appendOnly = true (mode 'overwrite'"),
+        ("vectors", {"delta.enableDeletionVectors": "true"}, "overwrite_partitions", [], "deletion vectors (mode"),
+    ]
+    for name, properties, mode, changed, message in cases:
+        uri = f"s3://{bucket}/lake/{name}"
+        create_delta_table_spark(
+            spark_delta, uri, s3_config, SPARK_COLUMNS, partitioned_by=("region",), properties=properties
+        )
+        before = list_objects(s3_client, bucket, f"lake/{name}/")
+        schema = pa.schema([pa.field(f.name, dict(changed).get(f.name, f.type), f.nullable) for f in SCHEMA])
+        rows = [make_row(i) for i in range(5)]
+        if changed:
+            rows = [dict(r, id=str(r["id"])) for r in rows]
+        result = run_delta_copy(
+            rows, tmp_path, table_uri=uri, schema=schema, mode=mode, sink_id=name, s3=s3_config, fail_on_error=False
+        )
+        assert not result.ok and message in result.error, (name, result.error)
+        assert list_objects(s3_client, bucket, f"lake/{name}/") == before, name
+        assert table(uri, s3_config).version() == 0, name
+    assert pending_uploads(s3_client, bucket) == []

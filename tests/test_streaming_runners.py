@@ -8,7 +8,8 @@ half an interval past a whole second, so that no event falls on a window's bound
 unit must hold is computed here from those timestamps, not by Beam::
 
     PeriodicImpulse ─▶ {id, at_us} ─┬─ FixedWindows(5 s) ─┬─ CopyToS3     fixed/  one unit per window
-                                    │                     └─ CopyToIceberg        one snapshot per window
+                                    │                     ├─ CopyToIceberg        one snapshot per window
+                                    │                     └─ CopyToDelta          one version per window  delta/
                                     └─ global window ──── CopyToS3(triggering_frequency=3)  global/
 
 1. ``test_a_periodic_stream_commits_every_window_once``, a 20 s stream on Prism and on Flink
@@ -18,11 +19,14 @@ unit must hold is computed here from those timestamps, not by Beam::
    (its manifest, its files, its rows' event times, and its snapshot's added rows); the stream
    ended (no sentinel, claim, commit record or pending upload); the table has one snapshot per
    unit, named by sink id and unit, and reads back (pyiceberg, DuckDB's ``iceberg_scan``) as every
-   id once. Its ``flink-checkpointing`` case runs the same on Flink with checkpoints every 2 s,
+   id once; the Delta table (``delta``) has one version per unit, named by sink id and unit, its
+   application transaction at the last unit's version, each version adding exactly its window's
+   ids, and reads back as every id once (delta-rs, DuckDB, Polars; Spark at the end). Its
+   ``flink-checkpointing`` case runs the same on Flink with checkpoints every 2 s,
    and checks that Flink completed some (and that it restarted nothing).
 2. ``test_a_killed_sdk_worker_mid_stream_commits_every_window_once``: Flink with an EXTERNAL
    worker pool (test_worker_kill.py's job server, ``fixed-delay`` restarts, 3 attempts), a 30 s
-   stream (45 s with checkpoints) into the fixed windows' copy and the table; one SDK worker is
+   stream (45 s with checkpoints) into the fixed windows' copy, the table and the Delta table; one SDK worker is
    ``kill -9``-ed 10 to 20 s in (once a unit has committed, or at 20 s; with checkpoints, once
    Flink has completed one as well).
    Without checkpoints Flink restarts the job from its start and the source replays every row;
@@ -81,7 +85,7 @@ from apache_beam.transforms.periodicsequence import PeriodicImpulse
 from apache_beam.utils.timestamp import Timestamp
 
 import test_worker_kill
-from beam_s3_sink import CopyToIceberg, CopyToS3
+from beam_s3_sink import CopyToDelta, CopyToIceberg, CopyToS3
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.results import StreamUnit
 from helpers import data_keys, list_objects, pending_uploads, read_manifest, read_parquet
@@ -100,8 +104,9 @@ KILL_SOURCE_CHECKPOINTING_S = 45
 KILL_AFTER_S = 10
 #: Prism's source runs this much longer than its rows, with none (module docstring).
 PRISM_QUIET_S = 8
-#: The copies of a pipeline: the fixed windows' and the global window's into S3, and the table.
-COPIES = ("fixed", "global", "table")
+#: The copies of a pipeline: the fixed windows' and the global window's into S3, the Iceberg table,
+#: and the fixed windows' into a Delta table (``s3://bucket/delta``).
+COPIES = ("fixed", "global", "table", "delta")
 
 #: test_worker_kill.py's module fixture: a Flink job server with fixed-delay restarts and an
 #: EXTERNAL pool of its own (one instance for this module).
@@ -205,7 +210,9 @@ def one_per_unit(results: list) -> Tuple[list, int]:
     for r in results:
         by_unit[r.unit.id].append(r)
     for unit, reports in by_unit.items():
-        commits = {(r.ok, r.rows, tuple((f.uri, f.rows, f.bytes) for f in r.files), r.snapshot_id) for r in reports}
+        commits = {
+            (r.ok, r.rows, tuple(sorted((f.uri, f.rows, f.bytes) for f in r.files)), r.snapshot_id) for r in reports
+        }
         assert len(commits) == 1, f"unit {unit} was reported as {len(commits)} different commits: {reports}"
     return [reports[0] for reports in by_unit.values()], len(results) - len(by_unit)
 
@@ -225,6 +232,9 @@ def build(p, impulse: Impulse, bucket: str, s3, catalog: Dict[str, str], table: 
         ),
         "table": lambda: (
             windowed | "Copy table" >> CopyToIceberg(table, catalog=catalog, schema=SCHEMA, sink_id="table")
+        ),
+        "delta": lambda: (
+            windowed | "Copy delta" >> CopyToDelta(delta_uri(bucket), schema=SCHEMA, s3=s3, sink_id="delta")
         ),
     }
     for name in copies:
@@ -261,6 +271,54 @@ def run_stream(args: List[str], build_fn, timeout_s: float, server=None, restart
             raise problem
         time.sleep(1)
     assert result.wait_until_finish() == PipelineState.DONE, result.state
+
+
+def delta_uri(bucket: str) -> str:
+    return f"s3://{bucket}/delta"
+
+
+def delta_units(s3_config, bucket: str) -> Dict[str, List[int]]:
+    """unit -> the ids its version added, read at each version with delta-rs (each version an
+    append of one unit of sink ``delta``, no unit twice)."""
+    from deltalake import DeltaTable
+
+    from beam_s3_sink.delta_commit import SINK_ID_KEY, UNIT_KEY, storage_options
+
+    options = storage_options(s3_config)
+    try:
+        loaded = DeltaTable(delta_uri(bucket), storage_options=options)
+    except Exception:  # noqa: BLE001  (no unit committed: no table)
+        return {}
+    history = {loaded.version() - i: h for i, h in enumerate(loaded.history())}
+    before: collections.Counter = collections.Counter()
+    added: Dict[str, List[int]] = {}
+    for version in sorted(history):
+        unit = history[version][UNIT_KEY]
+        assert history[version][SINK_ID_KEY] == "delta" and unit not in added, f"version {version}: {history[version]}"
+        at = DeltaTable(delta_uri(bucket), version=version, storage_options=options)
+        now = collections.Counter(at.to_pyarrow_table(columns=["id"]).column("id").to_pylist())
+        assert not before - now, f"version {version} of unit {unit} is not an append"
+        added[unit] = sorted((now - before).elements())
+        before = now
+    return added
+
+
+def check_delta(s3_config, s3_client, bucket: str, impulse: Impulse, results: list) -> None:
+    """The Delta copy: one version per unit (its result's), each adding exactly its window's ids;
+    the application transaction at the last unit's; every id once to every reader; no file
+    under the table that no version adds."""
+    from deltalake import DeltaTable
+
+    from beam_s3_sink.delta_commit import storage_options, unit_version
+    from delta_readers import assert_tables_read
+
+    assert delta_units(s3_config, bucket) == impulse.unit_ids()
+    assert sorted(r.snapshot_id for r in results) == list(range(len(impulse.windows())))
+    loaded = DeltaTable(delta_uri(bucket), storage_options=storage_options(s3_config))
+    assert loaded.transaction_version("delta") == max(unit_version(r.unit) for r in results)
+    assert_tables_read(delta_uri(bucket), s3_config, [{"id": i} for i in impulse.ids])
+    files = sorted(k for k in data_keys(s3_client, bucket, "delta/") if "/_delta_log/" not in k)
+    assert files == sorted(f.uri.split("/", 3)[3] for r in results for f in r.files)
 
 
 def out_dirs(root, copies=COPIES) -> Dict[str, Any]:
@@ -349,6 +407,8 @@ def check_copies(
     if "table" in results:
         check_table(catalog, table, results["table"], impulse.ids)
         check_table_units(catalog, table, impulse, killed)
+    if "delta" in results:
+        check_delta(s3_config, s3_client, bucket, impulse, results["delta"])
     assert pending_uploads(s3_client, bucket) == []
 
 
@@ -377,7 +437,7 @@ def table_name(bucket: str) -> str:
     ids=["prism", "flink", "flink-checkpointing"],
 )
 def test_a_periodic_stream_commits_every_window_once(
-    runner_name, checkpointing, request, s3_config, s3_client, bucket, stream_catalog, tmp_path
+    runner_name, checkpointing, request, s3_config, s3_client, bucket, stream_catalog, tmp_path, spark_final_reads
 ):
     from conftest import runner_args
 
@@ -406,7 +466,7 @@ def test_a_periodic_stream_commits_every_window_once(
 
     results = {name: load_results(str(outs[name])) for name in COPIES}
     check_copies(s3_client, s3_config, bucket, impulse, results, stream_catalog, table)
-    assert len(results["fixed"]) == len(impulse.windows()) == len(results["table"])
+    assert len(results["fixed"]) == len(impulse.windows()) == len(results["table"]) == len(results["delta"])
 
 
 def completed_checkpoints(server, log_from: int) -> List[str]:
@@ -455,7 +515,7 @@ def stream_and_kill(
     restarted and the pool started new workers."""
     server, pool = restarting_flink
     args = external_flink_args(server, pool) + flink_streaming(impulse.seconds, checkpointing)
-    prefixes = [name for name in copies if name != "table"]
+    prefixes = [name for name in copies if name not in ("table", "delta")]
 
     def run(root) -> None:
         outs = out_dirs(root, copies)
@@ -517,7 +577,7 @@ def test_a_killed_sdk_worker_mid_stream_commits_every_window_once(
     them it restores the last checkpoint (its log says from which), and the stream goes on."""
     impulse = Impulse.from_now(KILL_SOURCE_CHECKPOINTING_S if checkpointing else KILL_SOURCE_S)
     catalog, table = dict(stream_catalog.props, name=stream_catalog.name), table_name(bucket)
-    copies = ("fixed", "table")
+    copies = ("fixed", "table", "delta")
     killed = stream_and_kill(
         restarting_flink,
         s3_config,
@@ -540,7 +600,7 @@ def test_a_killed_sdk_worker_mid_stream_commits_every_window_once(
 
     # the job failed: every unit committed so far is exact, then a rerun with the same sink ids
     # (and the same impulse, now in the past) commits the rest and reports the others again
-    check_committed_units(s3_client, bucket, impulse, stream_catalog, table)
+    check_committed_units(s3_client, s3_config, bucket, impulse, stream_catalog, table)
     (tmp_path / "rerun").mkdir()
     killed.run(tmp_path / "rerun")
     results, _ = killed.results(tmp_path / "rerun", copies)
@@ -582,7 +642,7 @@ def test_a_killed_sdk_worker_mid_stream_loses_no_row_of_the_global_window(
         raise GlobalPanesLost(f"{len(lost)} rows lost ({lost[:3]}...), {len(doubled)} doubled: {exc}") from exc
 
 
-def check_committed_units(client, bucket: str, impulse: Impulse, catalog, table: str) -> None:
+def check_committed_units(client, s3_config, bucket: str, impulse: Impulse, catalog, table: str) -> None:
     """After a failed stream: each unit committed so far (fixed-window manifest, snapshot) holds
     exactly its window's ids."""
     from pyiceberg.exceptions import NoSuchTableError
@@ -600,6 +660,8 @@ def check_committed_units(client, bucket: str, impulse: Impulse, catalog, table:
     except NoSuchTableError:  # no unit committed before the job failed
         committed = {}
     for unit, ids in committed.items():
+        assert ids == want[unit], unit
+    for unit, ids in delta_units(s3_config, bucket).items():
         assert ids == want[unit], unit
 
 

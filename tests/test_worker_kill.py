@@ -182,29 +182,48 @@ def test_a_killed_sdk_worker_loses_and_doubles_nothing(restarting_flink, s3_conf
         assert rerun == outcome["result"], "a rerun of a finished copy reports it again"
 
 
+@pytest.mark.parametrize("target", ["iceberg", "delta"])
 def test_a_killed_sdk_worker_leaves_one_snapshot_with_every_row_or_none(
-    restarting_flink, s3_config, s3_client, bucket, tmp_path
+    target, restarting_flink, s3_config, s3_client, bucket, tmp_path
 ):
-    """The same kill, into an Iceberg table (SQL catalog on SQLite): after it, the table holds
-    exactly one snapshot with every row, or none; then a rerun with the same sink_id is exact."""
+    """The same kill, into an Iceberg table (SQL catalog on SQLite) or a Delta table: after it,
+    the table holds exactly one snapshot (version) with every row, or none; then a rerun with
+    the same sink_id is exact."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
     from pyiceberg.catalog import load_catalog
     from pyiceberg.exceptions import NoSuchTableError
 
-    from beam_s3_sink import CopyToIceberg
+    from beam_s3_sink import CopyToDelta, CopyToIceberg
+    from beam_s3_sink.delta_commit import storage_options
     from test_iceberg import sqlite_catalog
 
     server, pool = restarting_flink
     args = external_flink_args(server, pool)
-    catalog = sqlite_catalog(tmp_path, s3_config, bucket)
-    copy = dict(table="kill.orders", catalog=catalog, schema=SCHEMA, sink_id="killed", max_file_size="40MiB")
+    if target == "iceberg":
+        catalog = sqlite_catalog(tmp_path, s3_config, bucket)
+        copy = dict(table="kill.orders", catalog=catalog, schema=SCHEMA, sink_id="killed", max_file_size="40MiB")
+        transform: Any = CopyToIceberg
+    else:
+        uri = f"s3://{bucket}/lake/orders"
+        copy = dict(table_uri=uri, s3=s3_config, schema=SCHEMA, sink_id="killed", max_file_size="40MiB")
+        transform = CopyToDelta
     outcome = copy_and_kill_a_worker(
         pool,
         s3_client,
         bucket,
-        lambda: run_copy(args=args, generate=(payload_row, ROWS), transform=CopyToIceberg, **copy),
+        lambda: run_copy(args=args, generate=(payload_row, ROWS), transform=transform, **copy),
     )
 
     def snapshots_and_ids():
+        """The table's snapshots (Delta: its versions), and its ids."""
+        if target == "delta":
+            try:
+                table = DeltaTable(uri, storage_options=storage_options(s3_config))
+            except TableNotFoundError:
+                return [], []
+            ids = sorted(table.to_pyarrow_table(columns=["id"]).column("id").to_pylist())
+            return list(range(table.version() + 1)), ids
         try:
             table = load_catalog("default", **catalog).load_table("kill.orders")
         except NoSuchTableError:
@@ -216,7 +235,8 @@ def test_a_killed_sdk_worker_leaves_one_snapshot_with_every_row_or_none(
         assert outcome["result"].ok and len(snapshots) == 1 and ids == list(range(ROWS))
     else:
         assert snapshots == [] and ids == [], outcome["error"]
-    rerun = run_copy(args=args, generate=(payload_row, ROWS), transform=CopyToIceberg, **copy)
+    print(f"\n{target}: {'recovered, exact' if 'result' in outcome else 'failed, nothing committed'}")
+    rerun = run_copy(args=args, generate=(payload_row, ROWS), transform=transform, **copy)
     assert rerun.ok and rerun.rows == ROWS
     snapshots, ids = snapshots_and_ids()
     assert len(snapshots) == 1 and ids == list(range(ROWS))
