@@ -37,20 +37,16 @@ from .messages import InitOutcome
 from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call, list_keys, read_object
 from .schema import resolve_schema
-from .stream import _FinishStream, _FinishStreamFn, stream_windowing
+from .stream import _FinishStreamFn
 from .stream_init import InitializedInStep
 from .transform import (
     DEFAULT_MAX_FILE_SIZE,
     MIN_FILE_SIZE,
-    _Complete,
-    _Initialize,
-    _one_window,
-    _Upload,
     bad_rows_outputs,
     check_upload_graph,
     parse_size,
-    refuse_for_streams,
-    upload_graph,
+    table_input,
+    table_steps,
     with_bad_rows,
 )
 from .validate import validate_rows
@@ -168,17 +164,15 @@ class CopyToDelta(beam.PTransform):
         from .delta_commit import DeltaLayout, delta_schema
 
         stream = not rows.is_bounded
-        if stream:
-            refuse_for_streams(
-                "CopyToDelta",
-                validate_only=self._validate_only,
-                upload_graph=self._upload_graph == "per_bundle",
-                mode=self._mode == "overwrite",
-                errors=self._errors is not None,
-            )
-            rows = stream_windowing(rows, self._triggering_frequency, "CopyToDelta")
-        else:
-            rows = _one_window(rows, "input")
+        rows = table_input(
+            rows,
+            "CopyToDelta",
+            self._triggering_frequency,
+            validate_only=self._validate_only,
+            upload_graph=self._upload_graph == "per_bundle",
+            mode=self._mode == "overwrite",
+            errors=self._errors is not None,
+        )
         schema = resolve_schema(self._schema, rows.element_type)
         fmt = ParquetFormat(types="exact")
         fmt.check_schema(schema)
@@ -201,15 +195,18 @@ class CopyToDelta(beam.PTransform):
         if self._validate_only:
             results = rows | "Validate" >> validate_rows(settings, self._location.uri)
             return bad_rows_outputs(CopyOutputs(results, None), self._with_bad_rows)
-        init_fn = _DeltaInitFn(settings, stream, self._partition_by, self._mode)
-        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors, stream)
-        in_step = InitializedInStep(init_fn) if stream else None  # a stream's steps read no side input
-        graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
-        reports = rows | "Upload" >> _Upload(settings, graph, None, init, in_step)
-        complete_fn = _DeltaCompleteFn(settings, self._fail_on_error, self._mode, self._partition_by, stream, in_step)
-        outputs = reports | "Commit" >> _Complete(complete_fn, init, stream, self._bad_rows)
-        if stream:
-            _ = outputs.results | "Finish" >> _FinishStream(_DeltaFinishFn(settings), init)
+        outputs = table_steps(
+            rows,
+            settings,
+            _DeltaInitFn(settings, stream, self._partition_by, self._mode),
+            lambda in_step: _DeltaCompleteFn(
+                settings, self._fail_on_error, self._mode, self._partition_by, stream, in_step
+            ),
+            _DeltaFinishFn(settings),
+            self._errors,
+            self._upload_graph,
+            self._bad_rows,
+        )
         return bad_rows_outputs(outputs, self._with_bad_rows)
 
 

@@ -39,21 +39,17 @@ from .messages import InitOutcome
 from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call, list_keys
 from .schema import resolve_schema
-from .stream import _FinishStream, _FinishStreamFn, stream_windowing
+from .stream import _FinishStreamFn
 from .stream_init import InitializedInStep
 from .table_layout import PartitionExpression, TableLayout, parse_partition_by, table_layout_for
 from .transform import (
     DEFAULT_MAX_FILE_SIZE,
     MIN_FILE_SIZE,
-    _Complete,
-    _Initialize,
-    _one_window,
-    _Upload,
     bad_rows_outputs,
     check_upload_graph,
     parse_size,
-    refuse_for_streams,
-    upload_graph,
+    table_input,
+    table_steps,
     with_bad_rows,
 )
 from .validate import validate_rows
@@ -199,17 +195,15 @@ class CopyToIceberg(beam.PTransform):
 
     def expand(self, rows: PCollection) -> PCollection:
         stream = not rows.is_bounded
-        if stream:
-            refuse_for_streams(
-                "CopyToIceberg",
-                validate_only=self._validate_only,
-                upload_graph=self._upload_graph == "per_bundle",
-                mode=self._mode == "overwrite",
-                errors=self._errors is not None,
-            )
-            rows = stream_windowing(rows, self._triggering_frequency, "CopyToIceberg")
-        else:
-            rows = _one_window(rows, "input")
+        rows = table_input(
+            rows,
+            "CopyToIceberg",
+            self._triggering_frequency,
+            validate_only=self._validate_only,
+            upload_graph=self._upload_graph == "per_bundle",
+            mode=self._mode == "overwrite",
+            errors=self._errors is not None,
+        )
         schema = resolve_schema(self._schema, rows.element_type)
         fmt = ParquetFormat(types="exact")
         fmt.check_schema(schema)
@@ -240,23 +234,25 @@ class CopyToIceberg(beam.PTransform):
             max_file_size=given,
             evolution=self._evolution,
         )
-        init = rows.pipeline | "Initialize" >> _Initialize(init_fn, self._errors, stream)
-        in_step = InitializedInStep(init_fn) if stream else None  # a stream's steps read no side input
-        graph = "grouped" if stream else upload_graph(rows.pipeline, self._upload_graph)
-        reports = rows | "Upload" >> _Upload(settings, graph, None, init, in_step)
-        complete_fn = _TableCompleteFn(
+        outputs = table_steps(
+            rows,
             settings,
-            self._fail_on_error,
-            self._table,
-            self._catalog,
-            self._mode,
-            stream,
-            evolution=self._evolution,
-            stream_init=in_step,
+            init_fn,
+            lambda in_step: _TableCompleteFn(
+                settings,
+                self._fail_on_error,
+                self._table,
+                self._catalog,
+                self._mode,
+                stream,
+                evolution=self._evolution,
+                stream_init=in_step,
+            ),
+            _TableFinishFn(settings, self._table, self._catalog),
+            self._errors,
+            self._upload_graph,
+            self._bad_rows,
         )
-        outputs = reports | "Commit" >> _Complete(complete_fn, init, stream, self._bad_rows)
-        if stream:
-            _ = outputs.results | "Finish" >> _FinishStream(_TableFinishFn(settings, self._table, self._catalog), init)
         return bad_rows_outputs(outputs, self._with_bad_rows)
 
 
