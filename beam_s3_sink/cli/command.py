@@ -834,12 +834,17 @@ def print_table_summary(plan: CopyPlan, elapsed: float, console: Console) -> int
     if copy.removed_files or plan.mode != "append":
         table.append(("replaced", f"{copy.removed_rows:,} rows in {copy.removed_files:,} file(s)"))
     table += [("time", f"{elapsed:.1f} s{rate}"), ("metadata", copy.metadata_location)]
-    lines = ["\nCopy finished:", *(f"  {label:<9} {value}" for label, value in table)]
-    lines += [f"    {rows:>12,} rows {size:>14,} B  {uri}" for uri, rows, size in copy.added[:10]]
-    if len(copy.added) > 10:
-        lines.append(f"    ... and {len(copy.added) - 10} more")
-    console.say(*(plan.mask(line) for line in lines))
+    console.say(*(plan.mask(line) for line in _finished_lines(table, copy.added)))
     return 0
+
+
+def _finished_lines(table: Sequence[Tuple[str, str]], added: Sequence[Tuple[str, int, int]]) -> List[str]:
+    """A table copy's summary: its (label, value) rows, then the first ten files it added."""
+    lines = ["\nCopy finished:", *(f"  {label:<9} {value}" for label, value in table)]
+    lines += [f"    {rows:>12,} rows {size:>14,} B  {uri}" for uri, rows, size in added[:10]]
+    if len(added) > 10:
+        lines.append(f"    ... and {len(added) - 10} more")
+    return lines
 
 
 def print_delta_summary(plan: CopyPlan, elapsed: float, console: Console) -> int:
@@ -874,11 +879,7 @@ def print_delta_summary(plan: CopyPlan, elapsed: float, console: Console) -> int
         rows = f"{copy.removed_rows:,} rows" if copy.removed_rows is not None else "rows"
         table.append(("replaced", f"{rows} in {copy.removed_files:,} file(s)"))
     table += [("time", f"{elapsed:.1f} s{rate}"), ("log", copy.log)]
-    lines = ["\nCopy finished:", *(f"  {label:<9} {value}" for label, value in table)]
-    lines += [f"    {rows:>12,} rows {size:>14,} B  {uri}" for uri, rows, size in copy.added[:10]]
-    if len(copy.added) > 10:
-        lines.append(f"    ... and {len(copy.added) - 10} more")
-    console.say(*lines)
+    console.say(*_finished_lines(table, copy.added))
     return 0
 
 
