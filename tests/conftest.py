@@ -261,20 +261,9 @@ def spark():
     """One local SparkSession (``local[1]``, UTC, no UI) for the whole run: Spark starts once.
 
     Needs pyspark (the test extra) and Java 17+; without either the tests that use it fail."""
-    from pyspark.sql import SparkSession
+    from spark_worker import local_session
 
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("beam-s3-sink-tests")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("beam-s3-sink-tests")
     try:
         yield session
     finally:
