@@ -261,20 +261,9 @@ def spark():
     """One local SparkSession (``local[1]``, UTC, no UI) for the whole run: Spark starts once.
 
     Needs pyspark (the test extra) and Java 17+; without either the tests that use it fail."""
-    from pyspark.sql import SparkSession
+    from spark_worker import local_session
 
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("beam-s3-sink-tests")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("beam-s3-sink-tests")
     try:
         yield session
     finally:
@@ -358,18 +347,9 @@ def spark_iceberg(runner_logs: str):
     """Spark's Iceberg reader for the session (tests/iceberg_catalogs.py ``SparkIceberg``: pyspark
     4.1 with iceberg-spark-runtime-4.1 and iceberg-aws-bundle 1.12.0 in a worker process, started
     once, in tens of seconds); pass it to ``read_spark``. Fails, never skips, when it cannot start."""
-    from iceberg_catalogs import SparkIceberg, SparkSetupError
+    from iceberg_catalogs import SparkIceberg
 
-    try:
-        reader, failure = SparkIceberg(runner_logs), None
-    except SparkSetupError as exc:
-        reader, failure = None, str(exc)
-    if failure:
-        pytest.fail(failure, pytrace=False)
-    try:
-        yield reader
-    finally:
-        reader.stop()
+    yield from _spark_worker(lambda: SparkIceberg(runner_logs))
 
 
 @pytest.fixture(scope="session")
@@ -377,10 +357,18 @@ def spark_delta(runner_logs: str):
     """Spark with Delta Lake for the session (tests/spark_delta.py ``SparkDelta``: pyspark 4.1
     with delta-spark 4.1.0 and hadoop-aws in a worker process, started once, on first use); pass
     it to ``read_delta_spark``, ``create_delta_table_spark``, ``spark_sql``. Fails, never skips."""
-    from spark_delta import SparkDelta, SparkSetupError
+    from spark_delta import SparkDelta
+
+    yield from _spark_worker(lambda: SparkDelta(runner_logs))
+
+
+def _spark_worker(start):
+    """A Spark worker (tests/spark_worker.py) for the session, stopped at its end; a failure
+    (never a skip) when it cannot start."""
+    from spark_worker import SparkSetupError
 
     try:
-        spark, failure = SparkDelta(runner_logs), None
+        spark, failure = start(), None
     except SparkSetupError as exc:
         spark, failure = None, str(exc)
     if failure:

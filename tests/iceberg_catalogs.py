@@ -43,18 +43,15 @@ props out, :func:`redacted` masks them, and the readers' errors have every secre
 from __future__ import annotations
 
 import dataclasses
-import glob
-import json
 import os
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import uuid
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import pyarrow as pa
+
+# SPARK_VERSION and SparkSetupError are this module's names too
+from spark_worker import SPARK_VERSION as SPARK_VERSION
+from spark_worker import SparkSetupError as SparkSetupError
+from spark_worker import SparkWorker, spark_paths
 
 if TYPE_CHECKING:
     from beam_s3_sink import S3Config
@@ -77,9 +74,8 @@ SECRET_PROPS = frozenset(
         "jdbc.password",
     }
 )
-#: pyspark and Iceberg versions of Spark's Iceberg reader (scripts/fetch-runners.sh,
-#: scripts/runners/iceberg/pom.xml).
-SPARK_VERSION = "4.1.4"
+#: Iceberg's version of Spark's Iceberg reader (scripts/runners/iceberg/pom.xml); its pyspark is
+#: spark_worker's SPARK_VERSION.
 ICEBERG_JAVA_VERSION = "1.12.0"
 
 Catalogish = Union["IcebergCatalog", Mapping[str, str]]
@@ -345,178 +341,44 @@ def spark_sql(
     return spark.sql(settings, [s.replace("{catalog}", f"`{name}`") for s in statements])
 
 
-class SparkSetupError(RuntimeError):
-    """Spark's Iceberg reader is missing (run ``make runners``) or did not start."""
-
-
 def spark_iceberg_paths(cache: Optional[str] = None) -> Tuple[str, List[str]]:
     """(the pyspark 4.1 directory to put first on the worker's path, the Iceberg jars), from the
     runners' cache that ``scripts/fetch-runners.sh`` fills."""
-    cache = cache or os.environ.get("BEAM_S3_SINK_CACHE") or os.path.expanduser("~/.cache/beam-s3-sink")
-    python, lib = os.path.join(cache, "pyspark-4.1"), os.path.join(cache, "iceberg", "lib")
-    jars = sorted(glob.glob(os.path.join(lib, "*.jar")))
-    missing = []
-    if not (os.path.exists(os.path.join(python, ".stamp")) and os.path.isdir(os.path.join(python, "pyspark"))):
-        missing.append(f"pyspark {SPARK_VERSION} in {python}")
-    names = " ".join(os.path.basename(j) for j in jars)
-    if not os.path.exists(os.path.join(cache, "iceberg", ".stamp")) or not all(
-        f"{a}-{ICEBERG_JAVA_VERSION}.jar" in names for a in ("iceberg-spark-runtime-4.1_2.13", "iceberg-aws-bundle")
-    ):
-        missing.append(f"the Iceberg {ICEBERG_JAVA_VERSION} jars in {lib}")
-    if missing:
-        raise SparkSetupError(
-            f"Spark's Iceberg reader is not fetched ({'; '.join(missing)}): run `make runners` "
-            "(scripts/fetch-runners.sh)"
-        )
-    return python, jars
+    return spark_paths(
+        "iceberg",
+        [f"{a}-{ICEBERG_JAVA_VERSION}.jar" for a in ("iceberg-spark-runtime-4.1_2.13", "iceberg-aws-bundle")],
+        f"the Iceberg {ICEBERG_JAVA_VERSION} jars",
+        SparkIceberg.name,
+        cache,
+    )
 
 
-class SparkIceberg:
-    """Spark's Iceberg reader in a worker process: pyspark 4.1 with Iceberg's runtime, one local
-    Spark for its whole life. Requests and answers are JSON lines on its stdin and a pipe of its
-    own; each table comes back as an Arrow IPC file. Its log (Spark's included) is ``log_path``.
-    It also runs SQL statements (:meth:`sql`: DDL, INSERT, Iceberg's ALTER TABLE extensions and
-    ``CALL`` procedures), so that Spark makes and maintains tables as it does in production.
+class SparkIceberg(SparkWorker):
+    """Spark's Iceberg reader in a worker process (:class:`spark_worker.SparkWorker`): pyspark 4.1
+    with Iceberg's runtime, one local Spark for its whole life. Requests and answers are JSON lines
+    on its stdin and a pipe of its own; each table comes back as an Arrow IPC file. Its log
+    (Spark's included) is ``log_path``. It also runs SQL statements (:meth:`sql`: DDL, INSERT,
+    Iceberg's ALTER TABLE extensions and ``CALL`` procedures), so that Spark makes and maintains
+    tables as it does in production.
     """
 
-    def __init__(self, log_dir: Optional[str] = None, timeout: float = 180.0) -> None:
-        python, jars = spark_iceberg_paths()
-        self.log_path = os.path.join(log_dir or tempfile.mkdtemp(prefix="spark-iceberg-"), "spark-iceberg.log")
-        self._dir = tempfile.mkdtemp(prefix="spark-iceberg-io-")
-        self._lock = threading.Lock()
-        read_fd, write_fd = os.pipe()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([python] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        env["SPARK_HOME"] = os.path.join(python, "pyspark")
-        env.pop("PYSPARK_SUBMIT_ARGS", None)
-        env["SPARK_LOCAL_IP"] = "127.0.0.1"
-        started = time.monotonic()
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--spark-worker", str(write_fd), json.dumps(jars)],
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                pass_fds=(write_fd,),
-                start_new_session=True,
-            )
-        os.close(write_fd)
-        self._answers = os.fdopen(read_fd, "r", encoding="utf-8")
-        try:
-            hello = self._answer(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        self.spark_version = hello.get("spark")
-        self.started_in = time.monotonic() - started
-
-    def _answer(self, timeout: float) -> Dict[str, Any]:
-        result: List[str] = []
-        reader = threading.Thread(target=lambda: result.append(self._answers.readline()), daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if not result or not result[0]:
-            state = "did not answer" if reader.is_alive() else f"exited ({self.process.poll()})"
-            raise SparkSetupError(f"Spark's Iceberg reader {state}; its log's tail:\n{self.log_tail()}")
-        return json.loads(result[0])
+    name = "Spark's Iceberg reader"
+    log_name = "spark-iceberg"
+    app_name = "beam-s3-sink-iceberg-reader"
+    paths = staticmethod(spark_iceberg_paths)
+    mask = staticmethod(_mask)
 
     def read_table(self, conf: Mapping[str, str], ident: str, timeout: float = 300.0) -> pa.Table:
         """``spark.table(ident).toArrow()`` in a new session configured with ``conf``."""
         return self._request({"conf": dict(conf), "table": ident}, f"Spark's read of {ident}", timeout)
 
-    def sql(self, conf: Mapping[str, str], statements: List[str], timeout: float = 600.0) -> pa.Table:
-        """``spark.sql(s)`` for each of ``statements`` in order, in one new session configured
-        with ``conf``; the last one's rows as Arrow (``.toArrow()``)."""
-        what = f"Spark SQL ({len(statements)} statement(s))"
-        return self._request({"conf": dict(conf), "sql": list(statements)}, what, timeout)
+    @classmethod
+    def session_conf(cls) -> Dict[str, str]:
+        return {"spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"}
 
-    def _request(self, request: Dict[str, Any], what: str, timeout: float) -> pa.Table:
-        out = os.path.join(self._dir, f"{uuid.uuid4().hex}.arrow")
-        conf = request["conf"]
-        with self._lock:
-            if self.process.poll() is not None:
-                raise SparkSetupError(f"Spark's Iceberg reader exited ({self.process.returncode}):\n{self.log_tail()}")
-            assert self.process.stdin is not None
-            self.process.stdin.write((json.dumps({**request, "out": out}) + "\n").encode())
-            self.process.stdin.flush()
-            answer = self._answer(timeout)
-        if "error" in answer:
-            raise RuntimeError(_mask(f"{what} failed: {answer['error']}", conf))
-        try:
-            with pa.memory_map(out) as source:
-                return pa.ipc.open_file(source).read_all()
-        finally:
-            os.unlink(out)
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            try:
-                assert self.process.stdin is not None
-                self.process.stdin.close()
-                self.process.wait(30)
-            except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-                self.process.wait(10)
-        self._answers.close()
-        import shutil
-
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _spark_worker(answer_fd: int, jars: List[str]) -> None:
-    """The worker's loop (run by :class:`SparkIceberg` with pyspark 4.1 first on its path)."""
-    answers = os.fdopen(answer_fd, "w", encoding="utf-8")
-
-    def send(message: Dict[str, Any]) -> None:
-        answers.write(json.dumps(message) + "\n")
-        answers.flush()
-
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("beam-s3-sink-iceberg-reader")
-        .config("spark.jars", ",".join(jars))
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    send({"spark": spark.version})
-    for line in sys.stdin:
-        request = json.loads(line)
-        try:
-            session = spark.newSession()
-            for key, value in request["conf"].items():
-                session.conf.set(key, value)
-            if "sql" in request:
-                for number, statement in enumerate(request["sql"], 1):
-                    try:
-                        frame = session.sql(statement)
-                    except Exception as exc:  # noqa: BLE001 - which statement, then the error
-                        raise RuntimeError(f"statement {number} ({statement[:300]!r}): {exc}") from exc
-                table = frame.toArrow()
-            else:
-                table = session.table(request["table"]).toArrow()
-            with pa.OSFile(request["out"], "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
-            send({"rows": table.num_rows})
-        except Exception as exc:  # noqa: BLE001 - reported to the test, which raises it
-            send({"error": f"{type(exc).__name__}: {str(exc)[:4000]}"})
-    spark.stop()
+    @staticmethod
+    def read(session: Any, request: Dict[str, Any]) -> Any:
+        return session.table(request["table"])
 
 
 def factory(make: Callable[[], Any]) -> Callable[[], Any]:
@@ -529,7 +391,3 @@ def factory(make: Callable[[], Any]) -> Callable[[], Any]:
         return made[0]
 
     return get
-
-
-if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--spark-worker":
-    _spark_worker(int(sys.argv[2]), json.loads(sys.argv[3]))
