@@ -1022,6 +1022,95 @@ def test_max_bad_rows_leaves_values_the_format_cannot_encode_out_and_writes_them
     assert pending_uploads(s3_client, bucket) == []
 
 
+def test_max_bad_rows_leaves_source_values_that_do_not_fit_out(s3_endpoint, s3_client, bucket, tmp_path):
+    """Two CSV files: a small one with a bad value in its first block (which the plan reads), and
+    one of three reader blocks (quoted line breaks in them) whose first block fits and whose later
+    ones hold a bad value, a decimal too large and a NULL in a NOT NULL column. The good rows
+    land exactly, each bad one is a dead letter naming its column and value; one more bad row
+    than the limit fails the copy, leaving nothing."""
+    rows = expected_rows(40_000)
+    bad = {
+        3: ("amount", "abc"),
+        20_000: ("at", "not a time"),
+        30_000: ("amount", "12345678901234.00"),
+        39_000: ("id", ""),
+    }
+    for name, part in (("a.csv", rows[:10]), ("b.csv", rows[10:])):
+        path = str(tmp_path / name)
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["id", "name", "amount", "at"])
+            for r in part:
+                cells = {
+                    "id": r["id"],
+                    "name": "" if r["name"] is None else r["name"],
+                    "amount": r["amount"],
+                    "at": r["at"].isoformat(),
+                }
+                if r["id"] in bad:
+                    cells[bad[r["id"]][0]] = bad[r["id"]][1]
+                writer.writerow(cells.values())
+        s3_client.upload_file(path, bucket, f"in/{name}")
+    assert os.path.getsize(path) > 2 * 2**20, "three blocks of the reader"
+    base = ["--source", f"s3://{bucket}/in/*.csv", "--schema", SCHEMA]
+    completed = cli(
+        s3_endpoint, *base, "--output", f"s3://{bucket}/out", "--sink_id", "src", "--max_bad_rows", "4",
+        "--bad_rows", f"s3://{bucket}/rejects",
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert f"  bad rows  4 left out (written to s3://{bucket}/rejects)" in completed.stdout
+    got = rows_of(s3_client, bucket, "out/")
+    assert got.column("id").to_pylist() == [i for i in range(40_000) if i not in bad]
+    assert got.column("name").to_pylist() == [r["name"] for r in rows if r["id"] not in bad]
+    assert got.column("amount").to_pylist() == [r["amount"] for r in rows if r["id"] not in bad]
+    (key,) = data_keys(s3_client, bucket, "rejects/")
+    letters = [json.loads(line) for line in get_bytes(s3_client, bucket, key).decode().splitlines()]
+    by_name = {json.loads(b["element"])["name"]: b for b in letters}
+    assert sorted(by_name) == sorted(rows[i]["name"] for i in bad)
+    for i, (column, text) in bad.items():
+        letter = by_name[rows[i]["name"]]
+        element = json.loads(letter["element"])
+        assert letter["column"] == column, letter
+        if column == "id":
+            assert element["id"] is None and "not nullable" in letter["reason"], letter
+        else:
+            assert element[column] == text and repr(text) in letter["reason"], letter
+            assert element["id"] == i, "the values that fit arrive converted"
+
+    failed = cli(s3_endpoint, *base, "--output", f"s3://{bucket}/out2", "--max_bad_rows", "3")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "max_bad_rows=3" in error_line(failed)
+    assert data_keys(s3_client, bucket, "out2/") == [] and pending_uploads(s3_client, bucket) == []
+
+
+def test_max_bad_rows_leaves_json_lines_that_do_not_fit_out_but_not_a_broken_file(s3_endpoint, s3_client, bucket):
+    lines = [
+        b'{"id": 1, "name": "a", "amount": 1.5, "at": "2026-01-01T00:00:00Z"}',
+        b'{"id": "two", "name": "b", "amount": 2.5, "at": "2026-01-01T00:00:00Z"}',
+        b'{"id": 3, "name": "c", "amount": 3.5, "at": "2026-01-01T00:00:00Z", "extra": 1}',
+        b'{"name": "d"}',
+        b'{"id": 5, "name": "e", "amount": 5.5, "at": "2026-01-01T00:00:00Z"}',
+    ]
+    s3_client.put_object(Bucket=bucket, Key="in/a.jsonl", Body=b"\n".join(lines) + b"\n")
+    base = ["--source", f"s3://{bucket}/in/a.jsonl", "--schema", SCHEMA, "--max_bad_rows", "3"]
+    completed = cli(s3_endpoint, *base, "--output", f"s3://{bucket}/out", "--bad_rows", f"s3://{bucket}/rejects")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert rows_of(s3_client, bucket, "out/").column("id").to_pylist() == [1, 5]
+    (key,) = data_keys(s3_client, bucket, "rejects/")
+    letters = [json.loads(line) for line in get_bytes(s3_client, bucket, key).decode().splitlines()]
+    assert sorted((json.loads(b["element"])["name"], b["column"]) for b in letters) == [
+        ("b", "id"),
+        ("c", "extra"),
+        ("d", "id"),
+    ]
+
+    s3_client.put_object(Bucket=bucket, Key="in/broken.jsonl", Body=b"\n".join([lines[0], b"not json", lines[4]]))
+    broken = cli(s3_endpoint, "--source", f"s3://{bucket}/in/broken.jsonl", "--schema", SCHEMA, "--max_bad_rows", "3",
+                 "--output", f"s3://{bucket}/out3")  # fmt: skip
+    assert broken.returncode == 2 and "a line is not a JSON object" in error_line(broken), broken.stderr
+    assert list_objects(s3_client, bucket, "out3/") == {}
+
+
 def test_bad_rows_needs_max_bad_rows(s3_endpoint, s3_client, bucket):
     completed = cli(
         s3_endpoint, "--source", "generate:10", "--output", f"s3://{bucket}/o", "--bad_rows", f"s3://{bucket}/r"

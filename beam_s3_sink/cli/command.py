@@ -271,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max_bad_rows",
         metavar="N|P%",
         help="leave up to N bad rows (or P%% of the rows) out of the copy instead of failing it: a "
+        "value that does not fit --schema (or the schema inferred), a NULL in a NOT NULL column, a "
         "value the format cannot encode; one more fails the copy as without it. The summary says "
         "how many (default 0: the first fails the copy)",
     )
@@ -420,7 +421,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
         schema = load_schema(args.schema) if args.schema else None
         source = parse_source(args.source, args.source_format)
         _check_flags(args)
-        schema = plan_source(source, schema)
+        schema = plan_source(source, schema, keep_bad=_keeps_bad_rows(args))
         _check_partition_columns(args.partition_by or (), schema, table=target is not None)
         options = PipelineOptions(pipeline_args)
         transform: Union[CopyToS3, CopyToIceberg, CopyToDelta]
@@ -470,7 +471,7 @@ def plan_copy(argv: Sequence[str], progress_dir: Optional[str] = None) -> CopyPl
                 earlier = target.committed_copy(transform.sink_id, files=False)
         local = progress_dir if _workers_are_local(options) else None
         pipeline = beam.Pipeline(options=options)
-        rows = pipeline | "Read" >> ReadSource(source, schema, RowCounter(local))
+        rows = pipeline | "Read" >> ReadSource(source, schema, RowCounter(local), keep_bad=_keeps_bad_rows(args))
         label = "CopyToDelta" if delta is not None else "CopyToS3" if target is None else "CopyToIceberg"
         if args.bad_rows is not None:
             outputs = rows | label >> transform.with_bad_rows()  # checks the format against the schema
@@ -625,6 +626,18 @@ def _check_delta_flags(args: argparse.Namespace) -> None:
 
     if importlib.util.find_spec("deltalake") is None:
         raise UsageError("--delta needs deltalake, which is not installed: pip install 'beam_s3_sink[delta]'")
+
+
+def _keeps_bad_rows(args: argparse.Namespace) -> bool:
+    """Whether ``--max_bad_rows`` lets bad rows through: then the source hands on the rows that
+    do not fit the schema for the copy to judge (:mod:`.source_rows`). A bad value is the
+    transform's to refuse."""
+    from beam_s3_sink.bad_rows import BadRowLimit
+
+    try:
+        return BadRowLimit.parse(args.max_bad_rows or 0).enabled
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_flags(args: argparse.Namespace) -> None:

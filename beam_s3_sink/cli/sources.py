@@ -24,6 +24,10 @@ pyarrow's codecs while the compressed bytes read are counted for the progress li
 Before the pipeline is built, :func:`plan_source` checks what can be checked from here: that
 the pattern matches readable files, and that the first file's first block fits the schema
 (the one given, or the one it infers). Nothing is written to S3 when that check fails.
+
+A value that does not fit the schema fails the copy, naming the file; with ``--max_bad_rows``
+the block it is in is read again value by value, and its rows that do not fit go on as dicts
+for the copy to count and leave out (:mod:`.source_rows`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,13 @@ from apache_beam.io.filesystems import FileSystems
 from beam_s3_sink import arrow_input
 from beam_s3_sink.cli.orders import ORDERS_SCHEMA, SHARD_ROWS, orders_shard
 from beam_s3_sink.cli.progress import RowCounter
+from beam_s3_sink.cli.source_rows import (
+    TableOrRow,
+    TablesAndRowsCoder,
+    split_csv_text,
+    split_json_lines,
+    split_null_rows,
+)
 from beam_s3_sink.errors import BatchError, CopyToS3Error
 
 __all__ = ["SourceError", "Source", "parse_source", "plan_source", "source_totals", "ReadSource"]
@@ -61,6 +72,9 @@ _EXTENSIONS = {
 _COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lzma")
 SAMPLE_BYTES = 1 << 20
 JSON_BATCH_LINES = 2000
+CSV_PARSE = pacsv.ParseOptions(newlines_in_values=True)
+"""A quoted CSV field may hold a line break (as PostgreSQL's CSV writes one): pyarrow then cuts
+blocks where the quotes allow, not at any line break."""
 
 
 class SourceError(CopyToS3Error, ValueError):
@@ -108,12 +122,14 @@ def parse_source(text: str, kind: Optional[str] = None) -> Source:
     return Source(kind, pattern=text)
 
 
-def plan_source(source: Source, schema: Optional[pa.Schema]) -> pa.Schema:
+def plan_source(source: Source, schema: Optional[pa.Schema], keep_bad: bool = False) -> pa.Schema:
     """Check that ``source`` is readable and return the copy's schema.
 
     The schema is ``schema`` if given, else Parquet's own (the first file's), else inferred
     from the first block of the first CSV or JSON file. The first block is read with it, so
-    that a schema that does not fit the data fails here, before anything is written.
+    that a schema that does not fit the data fails here, before anything is written. With
+    ``keep_bad`` (``--max_bad_rows``) a value that does not fit is the copy's to judge, so the
+    block's columns are checked, not its values.
     """
     if source.kind == "generate":
         if schema is not None:
@@ -130,8 +146,8 @@ def plan_source(source: Source, schema: Optional[pa.Schema]) -> pa.Schema:
         with FileSystems.open(path) as f:
             sample = f.read(SAMPLE_BYTES)
         if source.kind == "csv":
-            return _plan_csv(sample, schema, complete=len(sample) < SAMPLE_BYTES)
-        return _plan_json(sample, schema, complete=len(sample) < SAMPLE_BYTES)
+            return _plan_csv(sample, schema, len(sample) < SAMPLE_BYTES, keep_bad)
+        return _plan_json(sample, schema, len(sample) < SAMPLE_BYTES, keep_bad)
     except SourceError as exc:
         raise SourceError(f"{path}: {exc}") from None
     except (OSError, pa.ArrowException, ValueError) as exc:
@@ -150,10 +166,17 @@ def first_file(pattern: str) -> str:
     return files[0]
 
 
-def _plan_csv(sample: bytes, schema: Optional[pa.Schema], complete: bool) -> pa.Schema:
+def _plan_csv(sample: bytes, schema: Optional[pa.Schema], complete: bool, keep_bad: bool) -> pa.Schema:
     if not complete:  # read whole lines only: cut after the last line break
         sample = sample[: sample.rfind(b"\n") + 1]
-    reader = pacsv.open_csv(io.BytesIO(sample), convert_options=csv_convert_options(schema))
+    if schema is not None and keep_bad:
+        text = pa.schema([pa.field(f.name, pa.string()) for f in schema])
+        text_reader = pacsv.open_csv(
+            io.BytesIO(sample), parse_options=CSV_PARSE, convert_options=csv_convert_options(text)
+        )
+        check_columns(text_reader.schema, schema)
+        return schema
+    reader = pacsv.open_csv(io.BytesIO(sample), parse_options=CSV_PARSE, convert_options=csv_convert_options(schema))
     table = reader.read_all()
     if schema is not None:
         table = decode_bytea(table, schema)
@@ -162,7 +185,7 @@ def _plan_csv(sample: bytes, schema: Optional[pa.Schema], complete: bool) -> pa.
     return chosen
 
 
-def _plan_json(sample: bytes, schema: Optional[pa.Schema], complete: bool) -> pa.Schema:
+def _plan_json(sample: bytes, schema: Optional[pa.Schema], complete: bool, keep_bad: bool) -> pa.Schema:
     lines = sample.splitlines() if complete else sample.splitlines()[:-1]
     if schema is None:
         try:
@@ -172,7 +195,10 @@ def _plan_json(sample: bytes, schema: Optional[pa.Schema], complete: bool) -> pa
                 f"cannot infer a schema from the first lines ({_first_line(exc)}); pass --schema"
             ) from None
         return _nullable(table.schema)
-    parse_json_lines(lines, schema)
+    if keep_bad:
+        split_json_lines(lines, schema, parse_json_lines, (pa.ArrowException, SourceError))
+    else:
+        parse_json_lines(lines, schema)
     return schema
 
 
@@ -190,6 +216,16 @@ def csv_convert_options(schema: Optional[pa.Schema]) -> pacsv.ConvertOptions:
         true_values=["t", "true", "True", "TRUE", "1"],
         false_values=["f", "false", "False", "FALSE", "0"],
     )
+
+
+def read_csv_text(data: bytes, schema: pa.Schema) -> pa.Table:
+    """CSV bytes (a header line, then records) converted as the source converts a file."""
+    table = pacsv.read_csv(
+        io.BytesIO(data),
+        parse_options=CSV_PARSE,
+        convert_options=csv_convert_options(schema),
+    )
+    return decode_bytea(table, schema)
 
 
 def decode_bytea(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -229,11 +265,10 @@ def explain_json(lines: List[bytes], schema: pa.Schema, exc: BaseException) -> s
     return f"JSON lines do not fit the schema: {_first_line(exc)}"
 
 
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly the columns and types of ``schema`` (any cast every value
-    survives, :func:`beam_s3_sink.arrow_input.conform`), or :class:`SourceError`."""
-    missing = [n for n in schema.names if n not in table.column_names]
-    extra = [n for n in table.column_names if n not in schema.names]
+def check_columns(data: pa.Schema, schema: pa.Schema) -> None:
+    """:class:`SourceError` unless the data has exactly the columns of ``schema``."""
+    missing = [n for n in schema.names if n not in data.names]
+    extra = [n for n in data.names if n not in schema.names]
     if missing or extra:
         raise SourceError(
             "the data's columns do not match the schema: "
@@ -242,8 +277,14 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
                 for part in (f"missing {missing}" if missing else "", f"not in the schema {extra}" if extra else "")
                 if part
             )
-            + f" (the data has {table.column_names})"
+            + f" (the data has {data.names})"
         )
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly the columns and types of ``schema`` (any cast every value
+    survives, :func:`beam_s3_sink.arrow_input.conform`), or :class:`SourceError`."""
+    check_columns(table.schema, schema)
     try:
         return arrow_input.conform(table, schema, "the data", lossless=False)
     except BatchError as exc:
@@ -325,28 +366,37 @@ class _ReadBatches(beam.DoFn):
     CopyToS3 as they are. Every table is checked against the schema with the file's name,
     so a file that does not fit fails naming the file and the column."""
 
-    def __init__(self, schema: pa.Schema, counter: RowCounter, kind: str) -> None:
+    def __init__(self, schema: pa.Schema, counter: RowCounter, kind: str, keep_bad: bool = False) -> None:
         self._schema = schema
         self._counter = counter
         self._kind = kind
+        self._keep_bad = keep_bad  # --max_bad_rows: rows that do not fit go on as dicts (source_rows)
 
     def setup(self) -> None:
         self._counter.setup()
 
-    def process(self, element: Any) -> Iterator[pa.Table]:
+    def process(self, element: Any) -> Iterator[Any]:
         if self._kind == "parquet":
             path, group = element
-            tables: Iterator[Tuple[pa.Table, int]] = self._read_row_group(path, group)
+            tables: Iterator[Tuple[Any, int]] = self._read_row_group(path, group)
         else:
             path = element
             tables = self._read_csv(path) if self._kind == "csv" else self._read_json(path)
         for table, size in tables:
+            if isinstance(table, dict):  # a row that does not fit (--max_bad_rows): the copy judges it
+                self._counter.add(1, size)
+                yield table
+                continue
+            rows: List[Dict[str, Any]] = []
+            if self._keep_bad:
+                table, rows = split_null_rows(table, self._schema)
             try:
                 table = conform(table, self._schema)
             except SourceError as exc:
                 raise SourceError(f"{path}: {exc}") from None
-            self._counter.add(table.num_rows, size)
+            self._counter.add(table.num_rows + len(rows), size)
             yield table
+            yield from rows
 
     def _read_row_group(self, path: str, group: int) -> Iterator[Tuple[pa.Table, int]]:
         try:
@@ -358,21 +408,49 @@ class _ReadBatches(beam.DoFn):
             raise SourceError(f"{path}: {_first_line(exc)}") from None
         yield table, size
 
-    def _read_csv(self, path: str) -> Iterator[Tuple[pa.Table, int]]:
+    def _read_csv(self, path: str) -> Iterator[Tuple[Any, int]]:
+        read = 0  # records handed on
         try:
-            with _open_raw(path) as raw:
-                reader = pacsv.open_csv(
-                    _decompressed(raw, path),
-                    read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
-                    convert_options=csv_convert_options(self._schema),
-                )
-                done = 0
-                for batch in reader:
-                    position = _tell(raw, done)
-                    yield decode_bytea(pa.Table.from_batches([batch]), self._schema), position - done
-                    done = position
+            for table, size in self._csv_blocks(path, self._schema):
+                read += table.num_rows
+                yield decode_bytea(table, self._schema), size
+        except (pa.ArrowException, ValueError) as exc:  # ValueError: a bytea's hex
+            if not self._keep_bad:
+                if isinstance(exc, ValueError):
+                    raise
+                raise SourceError(f"{path}: {_first_line(exc)}") from None
+            yield from self._read_csv_values(path, skip=read)
+
+    def _read_csv_values(self, path: str, skip: int) -> Iterator[Tuple[Any, int]]:
+        """The file again as text from record ``skip`` on, value by value (:mod:`.source_rows`)."""
+        text_schema = pa.schema([pa.field(f.name, pa.string()) for f in self._schema])
+        try:
+            for text, size in self._csv_blocks(path, text_schema):
+                dropped = min(skip, text.num_rows)
+                text, skip = text.slice(dropped), skip - dropped
+                if not text.num_rows:
+                    continue
+                good, rows = split_csv_text(text, self._schema, read_csv_text)
+                for index, element in enumerate(([good] if good is not None else []) + rows):
+                    yield element, size if index == 0 else 0
         except pa.ArrowException as exc:
             raise SourceError(f"{path}: {_first_line(exc)}") from None
+
+    @staticmethod
+    def _csv_blocks(path: str, schema: pa.Schema) -> Iterator[Tuple[pa.Table, int]]:
+        """The file's records in blocks, converted to ``schema``'s types, and the bytes each took."""
+        with _open_raw(path) as raw:
+            reader = pacsv.open_csv(
+                _decompressed(raw, path),
+                read_options=pacsv.ReadOptions(block_size=SAMPLE_BYTES),
+                parse_options=CSV_PARSE,
+                convert_options=csv_convert_options(schema),
+            )
+            done = 0
+            for batch in reader:
+                position = _tell(raw, done)
+                yield pa.Table.from_batches([batch]), position - done
+                done = position
 
     def _read_json(self, path: str) -> Iterator[Tuple[pa.Table, int]]:
         """JSON Lines in blocks of whole lines, each parsed by ``pyarrow.json`` into the schema."""
@@ -386,15 +464,29 @@ class _ReadBatches(beam.DoFn):
                 data, rest = data[:cut], data[cut:]
                 lines = [line for line in data.splitlines() if line.strip()]
                 if lines:
-                    try:
-                        table = parse_json_lines(lines, self._schema)
-                    except pa.ArrowException as exc:
-                        raise SourceError(f"{path}: {explain_json(lines, self._schema, exc)}") from None
                     position = _tell(raw, done)
-                    yield table, position - done
+                    yield from self._parse_json(path, lines, position - done)
                     done = position
                 if not block:
                     return
+
+    def _parse_json(self, path: str, lines: List[bytes], size: int) -> Iterator[Tuple[Any, int]]:
+        try:
+            yield parse_json_lines(lines, self._schema), size
+            return
+        except (pa.ArrowException, SourceError) as exc:
+            if not self._keep_bad:
+                raise SourceError(f"{path}: {explain_json(lines, self._schema, exc)}") from None
+        try:
+            tables, rows = split_json_lines(lines, self._schema, parse_json_lines, (pa.ArrowException, SourceError))
+        except ValueError as exc:
+            raise SourceError(f"{path}: {exc}") from None
+        for table in tables:
+            yield table, size
+            size = 0
+        for row in rows:
+            yield row, size
+            size = 0
 
     def finish_bundle(self) -> None:
         self._counter.flush()
@@ -484,11 +576,12 @@ class ReadSource(beam.PTransform):
     3
     """
 
-    def __init__(self, source: Source, schema: pa.Schema, counter: RowCounter) -> None:
+    def __init__(self, source: Source, schema: pa.Schema, counter: RowCounter, keep_bad: bool = False) -> None:
         super().__init__()
         self._source = source
         self._schema = schema
         self._counter = counter
+        self._keep_bad = keep_bad
 
     def expand(self, p: beam.pvalue.PBegin) -> beam.PCollection:
         source, counter = self._source, self._counter
@@ -507,8 +600,10 @@ class ReadSource(beam.PTransform):
         # Beam finds a PCollection's coder in its registry by element type: without one for
         # tables, it pickles sampled tables whole to weigh them (see ArrowTableCoder).
         beam.coders.registry.register_coder(pa.Table, ArrowTableCoder)
+        beam.coders.registry.register_coder(TableOrRow, TablesAndRowsCoder)
+        read = _ReadBatches(self._schema, counter, source.kind, self._keep_bad)
         return (
             paths
             | "Reshuffle" >> beam.Reshuffle()
-            | "ReadBatches" >> beam.ParDo(_ReadBatches(self._schema, counter, source.kind)).with_output_types(pa.Table)
+            | "ReadBatches" >> beam.ParDo(read).with_output_types(TableOrRow if self._keep_bad else pa.Table)
         )
