@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import unquote
 
 import apache_beam as beam
@@ -25,31 +25,18 @@ import pyarrow as pa
 from apache_beam.pvalue import PCollection
 from apache_beam.transforms.display import DisplayDataItem
 
-from .bad_rows import BadRowLimit, CopyOutputs
 from .cleanup import AbortReport, abort_uploads
 from .clients import _S3DoFn
 from .completion import _CompleteFn
 from .config import S3Config, resolve_config
 from .errors import CommittedCopyError, CopyToS3Error, S3RequestError
-from .formats import ParquetFormat
-from .keys import CopyKeys, new_sink_id, parse_s3_uri, validate_sink_id
+from .keys import CopyKeys, parse_s3_uri, validate_sink_id
 from .messages import InitOutcome
 from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call, list_keys, read_object
-from .schema import resolve_schema
 from .stream import _FinishStreamFn
 from .stream_init import InitializedInStep
-from .transform import (
-    DEFAULT_MAX_FILE_SIZE,
-    MIN_FILE_SIZE,
-    bad_rows_outputs,
-    check_upload_graph,
-    parse_size,
-    table_input,
-    table_steps,
-    with_bad_rows,
-)
-from .validate import validate_rows
+from .table_copy import CompleteFactory, _TableCopy
 from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
 
 __all__ = ["CopyToDelta", "abort_delta_copy"]
@@ -58,7 +45,7 @@ _log = logging.getLogger(__name__)
 LOG_DIRECTORY = "_delta_log"
 
 
-class CopyToDelta(beam.PTransform):
+class CopyToDelta(_TableCopy):
     """Copy a PCollection into a Delta Lake table as one version; output exactly one
     :class:`~beam_s3_sink.CopyToResult` (``snapshot_id``: the table version). A stream
     commits one version per unit and outputs one result per unit, as
@@ -89,6 +76,8 @@ class CopyToDelta(beam.PTransform):
         ``If-None-Match`` (see :func:`~beam_s3_sink.delta_commit.storage_options`).
     """
 
+    TRANSFORM = "CopyToDelta"
+
     def __init__(
         self,
         table_uri: str,
@@ -109,105 +98,57 @@ class CopyToDelta(beam.PTransform):
     ) -> None:
         from .delta_commit import MODES
 
-        super().__init__(label)
-        self._location = parse_s3_uri(table_uri)
-        if not self._location.prefix:
+        location = parse_s3_uri(table_uri)
+        if not location.prefix:
             raise ValueError(f"CopyToDelta: {table_uri!r} is a bucket; give the table's path, 's3://bucket/path'")
-        if mode not in MODES:
-            raise ValueError(f"CopyToDelta: mode must be one of {list(MODES)}, got {mode!r}")
-        self._mode = mode
-        self._bad_rows = BadRowLimit.parse(max_bad_rows)
-        self._with_bad_rows = False
-        self._schema = schema
-        self._partition_by = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
-        self._file_size_given = max_file_size is not None
-        self._max_file_size = parse_size(max_file_size) if max_file_size is not None else DEFAULT_MAX_FILE_SIZE
-        if self._max_file_size < MIN_FILE_SIZE:
-            raise ValueError(f"CopyToDelta: max_file_size must be at least {MIN_FILE_SIZE} bytes")
-        self._sink_id = validate_sink_id(sink_id) if sink_id is not None else new_sink_id()
-        self._s3, self._errors, self._fail_on_error = s3, errors, bool(fail_on_error)
-        self._validate_only, self._max_open_files = bool(validate_only), max_open_files
-        self._upload_graph = check_upload_graph(upload_graph)
-        self._triggering_frequency = triggering_frequency
-
-    @property
-    def sink_id(self) -> str:
-        """The id that names this copy's files and its version's application transaction."""
-        return self._sink_id
+        super().__init__(
+            label,
+            mode,
+            MODES,
+            schema=schema,
+            partition_by=partition_by,
+            max_file_size=max_file_size,
+            sink_id=sink_id,
+            s3=s3,
+            errors=errors,
+            fail_on_error=fail_on_error,
+            validate_only=validate_only,
+            max_open_files=max_open_files,
+            upload_graph=upload_graph,
+            triggering_frequency=triggering_frequency,
+            max_bad_rows=max_bad_rows,
+        )
+        self._location = location
 
     @property
     def table_uri(self) -> str:
         return self._location.uri
 
-    def with_bad_rows(self) -> "CopyToDelta":
-        """This copy, whose output is a :class:`~beam_s3_sink.CopyOutputs` (``.results``,
-        ``.bad_rows``), as :meth:`beam_s3_sink.CopyToS3.with_bad_rows`."""
-        return with_bad_rows(self)
-
     def default_label(self) -> str:
         return f"CopyToDelta({self._location.uri})"
 
     def display_data(self) -> Dict[str, Any]:
-        return {
-            "table_uri": DisplayDataItem(self._location.uri, label="Table"),
-            "mode": DisplayDataItem(self._mode, label="Mode"),
-            "sink_id": DisplayDataItem(self._sink_id, label="Sink id"),
-            "partition_by": DisplayDataItem(
-                ", ".join(self._partition_by) or None, label="Partition columns"
-            ).drop_if_none(),
-            "max_file_size": DisplayDataItem(
-                self._max_file_size if self._file_size_given else None, label="Maximum file size (bytes)"
-            ).drop_if_none(),
-        }
+        return self._display_data({"table_uri": DisplayDataItem(self._location.uri, label="Table")})
 
-    def expand(self, rows: PCollection) -> PCollection:
+    def _target(self, schema: pa.Schema, options: Any) -> Tuple[CopyKeys, S3Config, Any]:
         from .delta_commit import DeltaLayout, delta_schema
 
-        stream = not rows.is_bounded
-        rows = table_input(
-            rows,
-            "CopyToDelta",
-            self._triggering_frequency,
-            validate_only=self._validate_only,
-            upload_graph=self._upload_graph == "per_bundle",
-            mode=self._mode == "overwrite",
-            errors=self._errors is not None,
-        )
-        schema = resolve_schema(self._schema, rows.element_type)
-        fmt = ParquetFormat(types="exact")
-        fmt.check_schema(schema)
         try:
             delta_schema(schema, self._partition_by)
         except ValueError as exc:
             raise ValueError(f"CopyToDelta: {exc}") from None
         layout = DeltaLayout(partition_by=self._partition_by)
         layout.check(schema)
-        settings = WriteSettings(
-            CopyKeys(self._location, self._sink_id),
-            self._s3 or resolve_config(None, rows.pipeline.options),
-            fmt,
-            schema,
-            self._max_file_size,
-            layout,
-            self._max_open_files,
-            bad_rows=self._bad_rows,
-        )
-        if self._validate_only:
-            results = rows | "Validate" >> validate_rows(settings, self._location.uri)
-            return bad_rows_outputs(CopyOutputs(results, None), self._with_bad_rows)
-        outputs = table_steps(
-            rows,
-            settings,
-            _DeltaInitFn(settings, stream, self._partition_by, self._mode),
-            lambda in_step: _DeltaCompleteFn(
-                settings, self._fail_on_error, self._mode, self._partition_by, stream, in_step
-            ),
-            _DeltaFinishFn(settings),
-            self._errors,
-            self._upload_graph,
-            self._bad_rows,
-        )
-        return bad_rows_outputs(outputs, self._with_bad_rows)
+        return CopyKeys(self._location, self._sink_id), self._s3 or resolve_config(None, options), layout
+
+    def _dry_run_uri(self) -> str:
+        return self._location.uri
+
+    def _steps(self, settings: WriteSettings, stream: bool) -> Tuple[beam.DoFn, CompleteFactory, _FinishStreamFn]:
+        def complete_fn(in_step: Optional[InitializedInStep]) -> _DeltaCompleteFn:
+            return _DeltaCompleteFn(settings, self._fail_on_error, self._mode, self._partition_by, stream, in_step)
+
+        return _DeltaInitFn(settings, stream, self._partition_by, self._mode), complete_fn, _DeltaFinishFn(settings)
 
 
 class _DeltaInitFn(_S3DoFn):

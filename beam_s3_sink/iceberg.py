@@ -18,41 +18,29 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.pvalue import PCollection
 from apache_beam.transforms.display import DisplayDataItem
 
-from .bad_rows import BadRowLimit, CopyOutputs
 from .cleanup import AbortReport, abort_uploads
 from .clients import _S3DoFn
 from .completion import _CompleteFn
 from .config import S3Config, resolve_config
 from .errors import CommittedCopyError, CopyToS3Error
-from .formats import ParquetFormat
 from .iceberg_evolution import SCHEMA_EVOLUTIONS
 from .iceberg_settings import PUT_OBJECT_FILE_IO, s3_config_of, table_data_keys, table_write_settings
-from .keys import CopyKeys, S3Location, new_sink_id, validate_sink_id
+from .keys import CopyKeys, S3Location, validate_sink_id
 from .messages import InitOutcome
 from .results import CopiedFile, CopyToResult, StreamUnit
 from .s3 import call, list_keys
-from .schema import resolve_schema
 from .stream import _FinishStreamFn
 from .stream_init import InitializedInStep
+from .table_copy import CompleteFactory, _TableCopy
 from .table_layout import PartitionExpression, TableLayout, parse_partition_by, table_layout_for
-from .transform import (
-    DEFAULT_MAX_FILE_SIZE,
-    MIN_FILE_SIZE,
-    bad_rows_outputs,
-    check_upload_graph,
-    parse_size,
-    table_input,
-    table_steps,
-    with_bad_rows,
-)
-from .validate import validate_rows
+from .transform import MIN_FILE_SIZE
 from .writer import DEFAULT_MAX_OPEN_FILES, WriteSettings
 
 __all__ = ["CopyToIceberg", "MODES", "abort_table_copy"]
@@ -64,7 +52,7 @@ SECRET_PROPERTIES = ("secret", "token", "credential", "password")
 """Catalog properties whose names hold one of these are secrets: never shown."""
 
 
-class CopyToIceberg(beam.PTransform):
+class CopyToIceberg(_TableCopy):
     """Copy a PCollection into an Apache Iceberg table as one snapshot; output exactly one
     :class:`~beam_s3_sink.CopyToResult` (with ``snapshot_id``). A stream commits one snapshot
     per unit and outputs one result per unit, as :class:`~beam_s3_sink.CopyToS3` does.
@@ -101,6 +89,9 @@ class CopyToIceberg(beam.PTransform):
         properties when it has them, else the pipeline's S3Options, else boto3's chain.
     """
 
+    TRANSFORM = "CopyToIceberg"
+    _partitions = staticmethod(parse_partition_by)  # column names and transforms, such as day(ts)
+
     def __init__(
         self,
         table: str,
@@ -121,51 +112,37 @@ class CopyToIceberg(beam.PTransform):
         schema_evolution: Optional[str] = None,
         max_bad_rows: Union[int, str] = 0,
     ) -> None:
-        super().__init__(label)
-        self._bad_rows = BadRowLimit.parse(max_bad_rows)
-        self._with_bad_rows = False
         if not isinstance(table, str) or "." not in table.strip(".") or "" in table.split("."):
             raise ValueError(f"CopyToIceberg: table must be 'namespace.table', got {table!r}")
-        if mode not in MODES:
-            raise ValueError(f"CopyToIceberg: mode must be one of {list(MODES)}, got {mode!r}")
         if schema_evolution is not None and schema_evolution not in SCHEMA_EVOLUTIONS:
             raise ValueError(
                 f"CopyToIceberg: schema_evolution must be None or one of {list(SCHEMA_EVOLUTIONS)}, "
                 f"got {schema_evolution!r}"
             )
-        self._evolution = schema_evolution
         if not isinstance(catalog, (str, Mapping)):
             raise TypeError(
                 f"CopyToIceberg: catalog must be a name or a dict of properties, got {type(catalog).__name__}"
             )
+        super().__init__(
+            label,
+            mode,
+            MODES,
+            schema=schema,
+            partition_by=partition_by,
+            max_file_size=max_file_size,
+            sink_id=sink_id,
+            s3=s3,
+            errors=errors,
+            fail_on_error=fail_on_error,
+            validate_only=validate_only,
+            max_open_files=max_open_files,
+            upload_graph=upload_graph,
+            triggering_frequency=triggering_frequency,
+            max_bad_rows=max_bad_rows,
+        )
         self._table = table
         self._catalog = Catalog(catalog if isinstance(catalog, str) else tuple(sorted(catalog.items())))
-        self._mode = mode
-        self._schema = schema
-        self._partition_by = parse_partition_by((partition_by,) if isinstance(partition_by, str) else partition_by)
-        # None: the table's write.target-file-size-bytes decides, else DEFAULT_MAX_FILE_SIZE.
-        self._file_size_given = max_file_size is not None
-        self._max_file_size = parse_size(max_file_size) if max_file_size is not None else DEFAULT_MAX_FILE_SIZE
-        if self._max_file_size < MIN_FILE_SIZE:
-            raise ValueError(f"CopyToIceberg: max_file_size must be at least {MIN_FILE_SIZE} bytes")
-        self._sink_id = validate_sink_id(sink_id) if sink_id is not None else new_sink_id()
-        self._s3, self._errors, self._fail_on_error = s3, errors, bool(fail_on_error)
-        self._validate_only, self._max_open_files, self._upload_graph = (
-            bool(validate_only),
-            max_open_files,
-            check_upload_graph(upload_graph),
-        )
-        self._triggering_frequency = triggering_frequency
-
-    @property
-    def sink_id(self) -> str:
-        """The id that names this copy's files and its snapshot."""
-        return self._sink_id
-
-    def with_bad_rows(self) -> "CopyToIceberg":
-        """This copy, whose output is a :class:`~beam_s3_sink.CopyOutputs` (``.results``,
-        ``.bad_rows``), as :meth:`beam_s3_sink.CopyToS3.with_bad_rows`."""
-        return with_bad_rows(self)
+        self._evolution = schema_evolution
 
     def default_label(self) -> str:
         return f"CopyToIceberg({self._table})"
@@ -179,51 +156,25 @@ class CopyToIceberg(beam.PTransform):
         >>> items["catalog"], items["mode"], items["sink_id"]
         ("Catalog(s3.secret-access-key=***, type='sql')", 'append', 'n')
         """
-        return {
-            "table": DisplayDataItem(self._table, label="Table"),
-            "catalog": DisplayDataItem(repr(self._catalog), label="Catalog"),
-            "mode": DisplayDataItem(self._mode, label="Mode"),
-            "schema_evolution": DisplayDataItem(self._evolution, label="Schema evolution").drop_if_none(),
-            "sink_id": DisplayDataItem(self._sink_id, label="Sink id"),
-            "partition_by": DisplayDataItem(
-                ", ".join(str(e) for e in self._partition_by) or None, label="Partition columns"
-            ).drop_if_none(),
-            "max_file_size": DisplayDataItem(
-                self._max_file_size if self._file_size_given else None, label="Maximum file size (bytes)"
-            ).drop_if_none(),
-        }
-
-    def expand(self, rows: PCollection) -> PCollection:
-        stream = not rows.is_bounded
-        rows = table_input(
-            rows,
-            "CopyToIceberg",
-            self._triggering_frequency,
-            validate_only=self._validate_only,
-            upload_graph=self._upload_graph == "per_bundle",
-            mode=self._mode == "overwrite",
-            errors=self._errors is not None,
+        return self._display_data(
+            {
+                "table": DisplayDataItem(self._table, label="Table"),
+                "catalog": DisplayDataItem(repr(self._catalog), label="Catalog"),
+            },
+            schema_evolution=DisplayDataItem(self._evolution, label="Schema evolution").drop_if_none(),
         )
-        schema = resolve_schema(self._schema, rows.element_type)
-        fmt = ParquetFormat(types="exact")
-        fmt.check_schema(schema)
+
+    def _target(self, schema: pa.Schema, options: Any) -> Tuple[CopyKeys, S3Config, TableLayout]:
         layout = _requested_layout(schema, self._partition_by)
-        config = self._s3 or self._catalog.s3_config() or resolve_config(None, rows.pipeline.options)
+        config = self._s3 or self._catalog.s3_config() or resolve_config(None, options)
         # Where the files go is the table's, known once initialization has loaded it.
         placeholder = CopyKeys(S3Location("iceberg-table", self._table.replace(".", "/")), self._sink_id)
-        settings = WriteSettings(
-            placeholder,
-            config,
-            fmt,
-            schema,
-            self._max_file_size,
-            layout,
-            self._max_open_files,
-            bad_rows=self._bad_rows,
-        )
-        if self._validate_only:
-            results = rows | "Validate" >> validate_rows(settings, f"iceberg:{self._table}")
-            return bad_rows_outputs(CopyOutputs(results, None), self._with_bad_rows)
+        return placeholder, config, layout
+
+    def _dry_run_uri(self) -> str:
+        return f"iceberg:{self._table}"
+
+    def _steps(self, settings: WriteSettings, stream: bool) -> Tuple[beam.DoFn, CompleteFactory, _FinishStreamFn]:
         given = self._max_file_size if self._file_size_given else None
         init_fn = _TableInitFn(
             self._table,
@@ -234,11 +185,9 @@ class CopyToIceberg(beam.PTransform):
             max_file_size=given,
             evolution=self._evolution,
         )
-        outputs = table_steps(
-            rows,
-            settings,
-            init_fn,
-            lambda in_step: _TableCompleteFn(
+
+        def complete_fn(in_step: Optional[InitializedInStep]) -> _TableCompleteFn:
+            return _TableCompleteFn(
                 settings,
                 self._fail_on_error,
                 self._table,
@@ -247,13 +196,9 @@ class CopyToIceberg(beam.PTransform):
                 stream,
                 evolution=self._evolution,
                 stream_init=in_step,
-            ),
-            _TableFinishFn(settings, self._table, self._catalog),
-            self._errors,
-            self._upload_graph,
-            self._bad_rows,
-        )
-        return bad_rows_outputs(outputs, self._with_bad_rows)
+            )
+
+        return init_fn, complete_fn, _TableFinishFn(settings, self._table, self._catalog)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,7 @@ The package's architecture, in one picture (each box names the module that owns 
       CopyToS3       _InitializeFn (initialization.py)  Layout (layout.py)            _CompleteFn: manifest, sentinel
       CopyToIceberg  _TableInitFn (iceberg.py)          TableLayout (table_layout.py) one snapshot (iceberg_commit.py)
       CopyToDelta    _DeltaInitFn (delta.py)            DeltaLayout (delta_commit.py) one version (delta_commit.py)
+    (the two tables' copies are one _TableCopy, table_copy.py: their shared options, and these steps wired)
 
 Initialization checks the path and writes the sentinel once; every writer uploads its files
 without completing them and reports them; completion completes what the reports name, aborts
@@ -46,7 +47,7 @@ checked here, when the pipeline is built; nothing here touches the network.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Optional, Sequence, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import apache_beam as beam
@@ -395,7 +396,7 @@ def refuse_for_streams(transform: str, **options: bool) -> None:
 
 
 def with_bad_rows(transform: Any) -> Any:
-    """A copy of ``transform`` (``CopyToS3``, ``CopyToIceberg``) whose output is a
+    """A copy of ``transform`` (``CopyToS3``, a table copy) whose output is a
     :class:`~.bad_rows.CopyOutputs` (the results, and the dead letters)."""
     import copy
 
@@ -414,46 +415,6 @@ def bad_rows_outputs(outputs: CopyOutputs, with_bad_rows: bool) -> Any:
         return outputs
     none = outputs.results.pipeline | "NoBadRows" >> beam.Create([]).with_output_types(BadRow)
     return CopyOutputs(outputs.results, none)
-
-
-def table_input(
-    rows: PCollection,
-    transform: str,
-    triggering_frequency: Optional[float],
-    **refused: bool,
-) -> PCollection:
-    """A table copy's rows as its steps take them: a stream windowed into units (options in
-    ``refused`` that are set are refused, see :func:`refuse_for_streams`), a bounded input in
-    the global window."""
-    if rows.is_bounded:
-        return _one_window(rows, "input")
-    refuse_for_streams(transform, **refused)
-    return stream_windowing(rows, triggering_frequency, transform)
-
-
-def table_steps(
-    rows: PCollection,
-    settings: WriteSettings,
-    init_fn: beam.DoFn,
-    complete_fn: Callable[[Optional[InitializedInStep]], _CompleteFn],
-    finish_fn: _FinishStreamFn,
-    errors: Optional[PCollection],
-    requested_graph: str,
-    bad_rows: BadRowLimit,
-) -> CopyOutputs:
-    """The three steps of a copy into a table (``CopyToIceberg``, ``CopyToDelta``), wired as
-    ``CopyToS3`` wires its own: each target brings its initialization (``init_fn``), its
-    completion (``complete_fn``, made with the stream's :class:`~.stream_init.InitializedInStep`)
-    and the end of its streams (``finish_fn``); the upload is shared."""
-    stream = not rows.is_bounded
-    init = rows.pipeline | "Initialize" >> _Initialize(init_fn, errors, stream)
-    in_step = InitializedInStep(init_fn) if stream else None  # a stream's steps read no side input
-    graph = "grouped" if stream else upload_graph(rows.pipeline, requested_graph)
-    reports = rows | "Upload" >> _Upload(settings, graph, None, init, in_step)
-    outputs = reports | "Commit" >> _Complete(complete_fn(in_step), init, stream, bad_rows)
-    if stream:
-        _ = outputs.results | "Finish" >> _FinishStream(finish_fn, init)
-    return outputs
 
 
 def _one_window(pcoll: PCollection, what: str, label: str = "InGlobalWindow") -> PCollection:

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
+from beam_s3_sink.cli.table import partition_mismatch
 from beam_s3_sink.config import S3Config
 
 __all__ = ["DeltaTarget", "DeltaVersion", "parse_delta_uri"]
@@ -106,12 +107,7 @@ class DeltaTarget:
             raise ValueError(f"--delta {self.uri}: {exc}") from None
         columns = tuple(table.metadata().partition_columns)
         if partition_by is not None and tuple(partition_by) != columns:
-            has = f"partitioned by {','.join(columns)}" if columns else "not partitioned"
-            fix = f"--partition_by {','.join(columns)}" if columns else "no --partition_by"
-            raise ValueError(
-                f"--partition_by {','.join(partition_by)}: Delta table {self.uri} is {has}; give {fix} "
-                "(or leave it out: a copy into an existing table takes the table's partition columns)"
-            )
+            raise partition_mismatch(partition_by, columns, f"Delta table {self.uri}", "partition columns")
         return columns, True
 
     def committed_version(self, sink_id: str) -> Optional[int]:

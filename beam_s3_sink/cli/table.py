@@ -40,6 +40,7 @@ __all__ = [
     "catalog_with_s3_flags",
     "describe_catalog",
     "parse_catalog",
+    "partition_mismatch",
     "s3_flags_given",
 ]
 
@@ -332,12 +333,7 @@ class TableTarget:
         if partition_by is None:
             return columns, True
         if _parsed(partition_by) != _parsed(columns):
-            has = f"partitioned by {','.join(columns)}" if columns else "not partitioned"
-            fix = f"--partition_by {','.join(columns)}" if columns else "no --partition_by"
-            raise ValueError(
-                f"--partition_by {','.join(partition_by)}: table {self.name} is {has}; give {fix} "
-                "(or leave it out: a copy into an existing table takes the table's partitions)"
-            )
+            raise partition_mismatch(partition_by, columns, f"table {self.name}", "partitions")
         return columns, True
 
     def committed_copy(self, sink_id: str, files: bool = True) -> Optional["CommittedCopy"]:
@@ -391,6 +387,22 @@ def _partition_expressions(table: Any) -> Tuple[str, ...]:
 
     layout = TableLayout.of(table.spec(), table.schema())
     return tuple(str(e) for e in layout.expressions if e.transform != "void")
+
+
+def partition_mismatch(partition_by: Sequence[str], columns: Sequence[str], table: str, takes: str) -> ValueError:
+    """The refusal of a ``--partition_by`` that is not how the existing ``table`` is partitioned
+    (``columns``), for ``--table`` and ``--delta`` alike; ``takes``: what a copy into the table
+    takes when the flag is left out.
+
+    >>> partition_mismatch(["day"], [], "Delta table s3://lake/t", "partition columns")
+    ValueError("--partition_by day: Delta table s3://lake/t is not partitioned; give no --partition_by (or leave it out: a copy into an existing table takes the table's partition columns)")
+    """
+    has = f"partitioned by {','.join(columns)}" if columns else "not partitioned"
+    fix = f"--partition_by {','.join(columns)}" if columns else "no --partition_by"
+    return ValueError(
+        f"--partition_by {','.join(partition_by)}: {table} is {has}; give {fix} "
+        f"(or leave it out: a copy into an existing table takes the table's {takes})"
+    )
 
 
 def _parsed(partition_by: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
