@@ -8,6 +8,7 @@ or an error."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import io
 import threading
 import time
@@ -444,13 +445,22 @@ def _batches(count=4, rows=25):
     ]
 
 
+def _write_all(w):
+    for batch in _batches():
+        w.add_batch(batch)
+    return w.finish()
+
+
 def _written(fake, report):
     """The lines of every file of ``report``, in order."""
     bodies = complete(fake, report)
-    return b"".join(bodies[f.key] for f in report.files).splitlines()
+    unzip = gzip.decompress if report.files[0].key.endswith(".gz") else bytes
+    return b"".join(unzip(bodies[f.key]) for f in report.files).splitlines()
 
 
-@pytest.mark.parametrize("fmt", [CsvFormat(), TextFormat(), JsonlFormat()], ids=lambda f: f.name)
+@pytest.mark.parametrize(
+    "fmt", [CsvFormat(), CsvFormat(compression="gzip"), TextFormat(), JsonlFormat()], ids=lambda f: f.extension
+)
 @pytest.mark.parametrize("max_file_size", [2**30, 300], ids=["one file", "many files"])
 def test_with_max_bad_rows_each_batch_is_rendered_once(fake_s3, pool, monkeypatch, fmt, max_file_size):
     """The lines ``check_values`` renders are the ones written, also when a batch spans files."""
@@ -503,9 +513,3 @@ def test_without_max_bad_rows_no_batch_is_checked(fake_s3, pool, monkeypatch):
     monkeypatch.setattr(CsvFormat, "check_values", lambda self, batch: pytest.fail("checked"))
     report = _write_all(screening_writer(fake_s3, pool, CsvFormat(), 0))
     assert report.rows == 100 and rendered == [25, 25, 25, 25]
-
-
-def _write_all(w):
-    for batch in _batches():
-        w.add_batch(batch)
-    return w.finish()
