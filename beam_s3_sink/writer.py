@@ -8,9 +8,11 @@ file (past that, the largest waiting run is written). Batches are encoded on the
 encode thread when it has one, with at most ``ENCODE_AHEAD`` queued, so that the caller
 converts the next rows while pyarrow (which releases the GIL) encodes. The first error stops
 the writer, aborts what it had open and becomes its report's error. With ``max_bad_rows``
-(``WriteSettings.bad_rows``) each batch is first encoded into memory that is dropped, and the
-rows of a batch that fails are found by :func:`~.bad_rows.bisect` and left out as dead letters,
-counted in the report with those ``Batch`` sent.
+(``WriteSettings.bad_rows``) the rows of each partition are first checked by the format
+(``Format.check_values``: Parquet converts the columns it must, a line format renders its
+lines, which go to the encode thread with the rows and are written as they are, so a batch is
+rendered once); the rows of a batch that fails are found by :func:`~.bad_rows.bisect` and left
+out as dead letters, counted in the report with those ``Batch`` sent.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .arrow_input import conform
 from .bad_rows import BadRow, BadRowLimit, TooManyBadRows, bisect, element_json
 from .batches import BATCH_BYTES, HANDLED, Batcher, Batches, BlobError, dead_letters_of, decode_blob
 from .config import S3Config
-from .errors import EncodeError
+from .errors import EncodeError, RowError
 from .formats.base import ENCODE_ERRORS, FileEncoder, Format
 from .keys import CopyKeys
 from .layout import Layout, Part, Partitioning
@@ -41,6 +43,7 @@ _log = logging.getLogger(__name__)
 DEFAULT_MAX_OPEN_FILES = 16
 ENCODE_AHEAD = 1  # batches queued for the encode thread when add_batch returns, at most
 NameFn = Callable[[str, int], str]  # (partition directory, file number) -> key
+Rows = Tuple[pa.RecordBatch, Optional[pa.Array]]  # rows in the file schema, and what check_values made of them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +101,7 @@ class _Sequence:
     def __init__(self, directory: str, partition: Tuple[Tuple[str, Any], ...] = ()) -> None:
         self.directory = directory
         self.partition = partition
-        self.waiting: List[pa.RecordBatch] = []
+        self.waiting: List[Rows] = []
         self.waiting_bytes = 0
         self.stream: Optional[MultipartStream] = None
         self.encoder: Optional[FileEncoder] = None
@@ -193,18 +196,17 @@ class FileWriter:
         try:
             if batch.schema is not self._settings.schema and not batch.schema.equals(self._settings.schema):
                 batch = conform(batch, self._settings.schema)  # a table's types (int into long)
-            if self._limit.enabled:
-                batch = self._screen(batch)
-                if not batch.num_rows:
-                    return
+            parts = self._checked_parts(batch)
             if not self._layout.partition_by:
-                self._encode(self._sequence(Part("", (), batch)), [batch])
+                for split, checked in parts:  # one part, or none once screening left no row
+                    self._encode(self._sequence(split), [(split.rows, checked)])
                 return
-            for split in self._layout.split(batch, self._settings.schema):
-                sequence, part = self._sequence(split), split.rows
-                sequence.waiting.append(part)
-                sequence.waiting_bytes += part.nbytes
-                self._waiting_bytes += part.nbytes
+            for split, checked in parts:
+                sequence = self._sequence(split)
+                size = split.rows.nbytes + (checked.nbytes if checked is not None else 0)  # lines wait too
+                sequence.waiting.append((split.rows, checked))
+                sequence.waiting_bytes += size
+                self._waiting_bytes += size
                 if sequence.waiting_bytes >= self._buffer_bytes:
                     self._write_waiting(sequence)
             while self._waiting_bytes > self._settings.max_open_files * self._buffer_bytes:
@@ -243,6 +245,28 @@ class FileWriter:
         return len(self._opened)
 
     # partitions -------------------------------------------------------------------------
+    def _parts(self, batch: pa.RecordBatch) -> List[Part]:
+        """``batch``'s rows per partition, in the file schema (all of them, without partitions)."""
+        if not batch.num_rows:  # every row screened out
+            return []
+        if not self._layout.partition_by:
+            return [Part("", (), batch)]
+        return self._layout.split(batch, self._settings.schema)
+
+    def _checked_parts(self, batch: pa.RecordBatch) -> List[Tuple[Part, Optional[pa.Array]]]:
+        """``batch``'s parts (:meth:`_parts`), each with what ``Format.check_values`` made of its
+        rows when ``max_bad_rows`` is set (a line format's lines, for the encoder to write: each
+        part is rendered once), else None. A batch that a check refuses (or that the layout
+        cannot split) is screened whole, as the rows came (:meth:`_screen`), and then split
+        again: its good rows go unchecked, to be rendered by the encoder."""
+        if not self._limit.enabled:
+            return [(part, None) for part in self._parts(batch)]
+        try:
+            parts = self._parts(batch)
+            return [(part, self._format.check_values(part.rows)) for part in parts]
+        except (*ENCODE_ERRORS, RowError):  # a row is bad: which one, in the whole batch
+            return [(part, None) for part in self._parts(self._screen(batch))]
+
     def _sequence(self, part: Part) -> _Sequence:
         """The sequence of ``part``'s partition (two partitions may share a directory: a
         table's ``p=null`` holds the null and the string ``"null"``, each in files of its own)."""
@@ -260,9 +284,10 @@ class FileWriter:
             self._encode(sequence, waiting)
 
     # encoding ---------------------------------------------------------------------------
-    def _encode(self, sequence: _Sequence, batches: List[pa.RecordBatch]) -> None:
-        """Encode ``batches`` into ``sequence``'s files, on the encode thread if there is one
-        (an error of an earlier batch is raised here)."""
+    def _encode(self, sequence: _Sequence, batches: List[Rows]) -> None:
+        """Encode ``batches`` (each with what the format's check made of it, or None) into
+        ``sequence``'s files, on the encode thread if there is one (an error of an earlier
+        batch is raised here)."""
         if self._encode_pool is None:
             self._write(sequence, batches)
         else:
@@ -271,7 +296,7 @@ class FileWriter:
                 self._encoding.popleft().result()
         self._report_files()
 
-    def _encode_task(self, sequence: _Sequence, batches: List[pa.RecordBatch]) -> None:
+    def _encode_task(self, sequence: _Sequence, batches: List[Rows]) -> None:
         if self._encode_failed:  # an earlier batch failed: the caller fails the writer
             return
         try:
@@ -299,15 +324,20 @@ class FileWriter:
             self._reported += 1
             self._on_file(self._done[self._reported - 1])
 
-    def _write(self, sequence: _Sequence, batches: List[pa.RecordBatch]) -> None:
-        for batch in batches:
+    def _write(self, sequence: _Sequence, batches: List[Rows]) -> None:
+        for batch, checked in batches:
             rest: Optional[pa.RecordBatch] = batch
             try:
                 while rest is not None and rest.num_rows:
                     if sequence.encoder is None:
                         self._open_file(sequence)
                     assert sequence.encoder is not None
-                    rest = sequence.encoder.write(rest)
+                    if checked is None:
+                        rest = sequence.encoder.write(rest)
+                    else:
+                        rest = sequence.encoder.write(rest, checked)
+                        if rest is not None:  # the rows that did not fit are the last ones
+                            checked = checked.slice(len(checked) - rest.num_rows)
                     if rest is not None or sequence.encoder.full:
                         self._close_file(sequence)
             except ENCODE_ERRORS as exc:  # explained: the column and the value
@@ -390,11 +420,6 @@ class FileWriter:
 
     def _screen(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """``batch`` without the rows the format cannot encode (each a dead letter)."""
-        try:
-            self._check_encodes(batch)
-            return batch
-        except EncodeError as exc:
-            first: BaseException = exc.__cause__ or exc
         bound = self._limit.local_bound()
         left = None if bound is None else bound - len(self.dead_letters)
         try:
@@ -407,7 +432,7 @@ class FileWriter:
             ) from error
         for index, error in bad:
             row = batch.slice(index, 1)
-            column, reason = self._explain(self._file_columns(row), error.__cause__ or error or first)
+            column, reason = self._explain(self._file_columns(row), error.__cause__ or error)
             self.dead_letters.append(BadRow(element_json(row.to_pylist()[0]), column, reason, "", None))
         return (
             pa.Table.from_batches(good, schema=batch.schema).combine_chunks().to_batches()[0]

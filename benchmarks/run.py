@@ -27,6 +27,7 @@ Cases (8 columns, generated inside the pipeline from shard numbers):
 * ``copy_parquet_zstd`` CopyToS3, Parquet with zstd (the codec of ``copy_iceberg``: Iceberg's default)
 * ``write_parquet``     beam.io.WriteToParquet to s3:// (Beam's S3 filesystem)
 * ``copy_csv``          CopyToS3, CSV
+* ``copy_csv_bad_rows`` CopyToS3, CSV with ``max_bad_rows=1`` (every batch screened; no row is bad)
 * ``write_text``        a formatting Map + beam.io.WriteToText to s3://
 * ``baseline_parquet``  no Beam: generate in Python, build an Arrow table, write Parquet, one put_object
 * ``copy_iceberg``      CopyToIceberg into a new table of a pyiceberg SQL catalog (SQLite in a temp
@@ -99,6 +100,7 @@ CASES = [
     "copy_parquet_zstd",
     "write_parquet",
     "copy_csv",
+    "copy_csv_bad_rows",
     "write_text",
     "baseline_parquet",
     "copy_iceberg",
@@ -454,6 +456,9 @@ def run_case(case: str, rows: int, endpoint: str, bucket: str, runner_args: List
         elif case in ("copy_parquet", "copy_csv", "copy_parquet_zstd"):
             fmt = ParquetFormat(compression="zstd") if case == "copy_parquet_zstd" else case[len("copy_") :]
             generated | CopyToS3(prefix, format=fmt, schema=schema(), s3=config) | beam.Map(_print_files)
+        elif case == "copy_csv_bad_rows":
+            copy = CopyToS3(prefix, format="csv", schema=schema(), s3=config, max_bad_rows=1)
+            generated | copy | beam.Map(_print_files)
         elif case == "copy_iceberg":
             (
                 generated

@@ -26,7 +26,8 @@ module and one test file (and its name in ``formats/__init__.py``). The module d
 * a :class:`FileEncoder` subclass with :meth:`~FileEncoder.write`, :attr:`~FileEncoder.full`
   and :meth:`~FileEncoder.close` (and :meth:`~FileEncoder.stats`, which may stay empty).
   Line formats reuse :class:`~beam_s3_sink.formats.line_encoder.LineEncoder` and only turn a
-  record batch into lines. A value it cannot encode raises
+  record batch into lines (their :meth:`~Format.check_values` returns those lines, which the
+  encoder then writes as they are). A value it cannot encode raises
   :class:`~beam_s3_sink.errors.EncodeError` naming the column (or ``pyarrow.ArrowException``).
 
 >>> import pyarrow as pa
@@ -131,11 +132,14 @@ class FileEncoder(abc.ABC):
         self.rows = 0
 
     @abc.abstractmethod
-    def write(self, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
-        """Encode ``batch``; return the rows that did not fit in this file (None if all did).
+    def write(self, batch: pa.RecordBatch, checked: Optional[pa.Array] = None) -> Optional[pa.RecordBatch]:
+        """Encode ``batch``; return the rows that did not fit in this file, the last rows of
+        ``batch`` (None if all did).
 
         An encoder always takes at least one row into an empty file, so that a row larger
-        than the file-size limit still gets a file of its own.
+        than the file-size limit still gets a file of its own. ``checked``: what
+        :meth:`Format.check_values` returned for ``batch`` (a line format's lines), written
+        instead of being made again; an encoder whose format returns None ignores it.
         """
 
     @property
@@ -179,14 +183,19 @@ class Format(abc.ABC):
     def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         """Start one data file written to ``out``."""
 
-    def check_values(self, batch: pa.RecordBatch) -> None:
+    def check_values(self, batch: pa.RecordBatch) -> Optional[pa.Array]:
         """Raise one of ``ENCODE_ERRORS`` if this format cannot write a value of ``batch`` (rows
-        of the schema files are opened with); ``max_bad_rows`` screens batches with it. By
-        default ``batch`` is encoded into memory that is dropped; a format that knows where
-        its refusals come from checks only that."""
+        of the schema files are opened with); ``max_bad_rows`` screens batches with it.
+
+        Returns None, or one item per row that an encoder of this format writes as it is
+        (``FileEncoder.write``'s ``checked``): the line formats return their lines, so that
+        a screened batch is rendered once. By default ``batch`` is encoded into memory that
+        is dropped; a format that knows where its refusals come from checks only that
+        (Parquet: the columns it converts)."""
         encoder = self.open(batch.schema, io.BytesIO(), 2**62)
         encoder.write(batch)
         encoder.close()
+        return None
 
     def describe(self) -> Dict[str, Any]:
         """The format and its options, for the manifest."""

@@ -143,6 +143,10 @@ class CsvFormat(Format):
         header = self.header_line(schema) if self.header else b""
         return LineEncoder(out, max_file_size, _CsvLines(self, schema), self.compression, header)
 
+    def check_values(self, batch: pa.RecordBatch) -> pa.Array:
+        """``batch``'s lines (what refuses a value is rendering it): the encoder writes them."""
+        return _CsvLines(self, batch.schema)(batch)
+
     # field quoting ---------------------------------------------------------------------
     def quote_fields(self, texts: pa.Array, force: bool, single_column: bool) -> pa.Array:
         """Quote and escape rendered values (NULL stays NULL) as ``CopyAttributeOutCSV`` does."""

@@ -82,6 +82,10 @@ class JsonlFormat(Format):
         # Whole lines, the size limit and compression: the same writer as CSV and text.
         return LineEncoder(out, max_file_size, _line_array, self.compression)
 
+    def check_values(self, batch: pa.RecordBatch) -> pa.Array:
+        """``batch``'s lines (what refuses a value is rendering it): the encoder writes them."""
+        return _line_array(batch)
+
 
 def _check_type(name: str, typ: pa.DataType) -> None:
     if isinstance(typ, pa.BaseExtensionType):

@@ -7,6 +7,10 @@ rest back for the next file::
     lines ──▶ as many as fit ──▶ [gzip | zstd] ──▶ stream (MultipartStream)
                  └─ the rest ──▶ next file
 
+With ``max_bad_rows`` the writer screens a batch with the format's ``check_values``, which
+renders it into these lines; :meth:`LineEncoder.write` takes them with the batch
+(``checked``) and writes them, so a screened batch is rendered once.
+
 Uncompressed, the limit is exact: a file never exceeds ``max_file_size`` unless one line
 alone does. Compressed, the limit applies to the compressed bytes, which are only known once
 the compressor has emitted them. So lines go in steps: each step writes half of the room
@@ -123,10 +127,13 @@ class LineEncoder(FileEncoder):
         ratio = self._written() / self._plain if self._plain and self._written() else 1.0
         return int(left / max(ratio, 1e-6) / 2)
 
-    def write(self, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
+    def write(self, batch: pa.RecordBatch, checked: Optional[pa.Array] = None) -> Optional[pa.RecordBatch]:
+        """Write the whole lines of ``batch`` that fit; ``checked``: its lines already rendered
+        (the format's ``check_values``), else rendered here."""
         if batch.num_rows == 0:
             return None
-        lines = self._render(batch)
+        lines = self._render(batch) if checked is None else checked
+        assert len(lines) == batch.num_rows, "checked must hold one line per row of batch"
         width = np.int64 if pa.types.is_large_string(lines.type) else np.int32
         offsets = np.frombuffer(
             lines.buffers()[1], width, len(lines) + 1, lines.offset * np.dtype(width).itemsize

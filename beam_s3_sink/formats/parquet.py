@@ -445,7 +445,7 @@ class ParquetEncoder(FileEncoder):
         """A batch large enough to be a row group of its own (``MIN_WHOLE_BATCH``)."""
         return batch.nbytes >= max(MIN_WHOLE_BATCH, group // 4)
 
-    def write(self, batch: pa.RecordBatch) -> Optional[pa.RecordBatch]:
+    def write(self, batch: pa.RecordBatch, checked: Optional[pa.Array] = None) -> Optional[pa.RecordBatch]:
         while batch is not None and batch.num_rows:
             group = self._group_arrow_bytes()
             whole = self._whole(batch, group)

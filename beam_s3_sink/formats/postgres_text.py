@@ -114,6 +114,10 @@ class TextFormat(Format):
     def open(self, schema: pa.Schema, out: OutputStream, max_file_size: int) -> FileEncoder:
         return LineEncoder(out, max_file_size, _TextLines(self, schema), self.compression)
 
+    def check_values(self, batch: pa.RecordBatch) -> pa.Array:
+        """``batch``'s lines (what refuses a value is rendering it): the encoder writes them."""
+        return _TextLines(self, batch.schema)(batch)
+
     def escape_fields(self, texts: pa.Array) -> pa.Array:
         """Backslash-escape rendered values (NULL stays NULL) as ``CopyAttributeOutText`` does."""
         escapes = dict(_CONTROL_ESCAPES)

@@ -8,6 +8,7 @@ or an error."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import io
 import threading
 import time
@@ -17,9 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from beam_s3_sink.bad_rows import BadRowLimit
 from beam_s3_sink.batches import encode_blob
 from beam_s3_sink.config import S3Config
-from beam_s3_sink.formats import CsvFormat, ParquetFormat, TextFormat
+from beam_s3_sink.formats import CsvFormat, JsonlFormat, ParquetFormat, TextFormat
 from beam_s3_sink.keys import CopyKeys, S3Location
 from beam_s3_sink.layout import Layout
 from beam_s3_sink.writer import ENCODE_AHEAD, FileWriter, WriteSettings
@@ -399,3 +401,115 @@ def test_a_table_layout_routes_by_transform_and_reports_each_files_partition(fak
         (("name", "null"), ("id_bucket", 0)): ("p/name=null/id_bucket=0", b"2,null\n"),
     }
     assert len({f.key for f in report.files}) == 4
+
+
+# max_bad_rows: a line format's batch is rendered once ---------------------------------------------
+def _renders(monkeypatch, fmt):
+    """Count the rows each render of ``fmt``'s lines takes (one entry per render)."""
+    from beam_s3_sink.formats import csv, jsonl, postgres_text
+
+    rendered = []
+    if isinstance(fmt, JsonlFormat):
+        line_array = jsonl._line_array
+
+        def counting(batch):
+            rendered.append(batch.num_rows)
+            return line_array(batch)
+
+        monkeypatch.setattr(jsonl, "_line_array", counting)
+        return rendered
+    lines = csv._CsvLines if isinstance(fmt, CsvFormat) else postgres_text._TextLines
+    call = lines.__call__
+
+    def counting_call(self, batch):
+        rendered.append(batch.num_rows)
+        return call(self, batch)
+
+    monkeypatch.setattr(lines, "__call__", counting_call)
+    return rendered
+
+
+def screening_writer(fake, pool, fmt, max_bad_rows, max_file_size=2**30, layout=Layout(), schema=SCHEMA):
+    def name(directory, number):
+        return (f"p/{directory}/" if directory else "p/") + f"file-{number:04d}.{fmt.extension}"
+
+    limit = BadRowLimit.parse(max_bad_rows)
+    with_limit = dataclasses.replace(settings(fmt, max_file_size, layout, schema), bad_rows=limit)
+    return FileWriter(fake, pool, with_limit, name, encode_pool=pool.encode_pool)
+
+
+def _batches(count=4, rows=25):
+    return [
+        pa.record_batch({"id": range(b * rows, (b + 1) * rows), "name": [f"n{b}"] * rows}, schema=SCHEMA)
+        for b in range(count)
+    ]
+
+
+def _write_all(w):
+    for batch in _batches():
+        w.add_batch(batch)
+    return w.finish()
+
+
+def _written(fake, report):
+    """The lines of every file of ``report``, in order."""
+    bodies = complete(fake, report)
+    unzip = gzip.decompress if report.files[0].key.endswith(".gz") else bytes
+    return b"".join(unzip(bodies[f.key]) for f in report.files).splitlines()
+
+
+@pytest.mark.parametrize(
+    "fmt", [CsvFormat(), CsvFormat(compression="gzip"), TextFormat(), JsonlFormat()], ids=lambda f: f.extension
+)
+@pytest.mark.parametrize("max_file_size", [2**30, 300], ids=["one file", "many files"])
+def test_with_max_bad_rows_each_batch_is_rendered_once(fake_s3, pool, monkeypatch, fmt, max_file_size):
+    """The lines ``check_values`` renders are the ones written, also when a batch spans files."""
+    expected = _written(fake_s3, _write_all(screening_writer(fake_s3, pool, fmt, 0, max_file_size)))
+    rendered = _renders(monkeypatch, fmt)
+    report = _write_all(screening_writer(fake_s3, pool, fmt, 5, max_file_size))
+    assert report.error is None and report.rows == 100 and report.dead_letters == ()
+    assert rendered == [25, 25, 25, 25]  # the check's renders, none by the encoders
+    assert _written(fake_s3, report) == expected and len(expected) == 100
+    assert (len(report.files) > 1) == (max_file_size == 300)
+
+
+def test_with_max_bad_rows_each_partition_is_rendered_once(fake_s3, pool, monkeypatch):
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.string())])
+    batch = pa.record_batch({"id": range(9), "name": list("abcdefghi"), "day": ["a", "b", "c"] * 3}, schema=schema)
+    rendered = _renders(monkeypatch, CsvFormat())
+    w = screening_writer(fake_s3, pool, CsvFormat(), 5, layout=Layout(partition_by=("day",)), schema=schema)
+    w.add_batch(batch)
+    report = w.finish()
+    assert sorted(rendered) == [3, 3, 3]
+    assert complete(fake_s3, report) == {
+        "p/day=a/file-0001.csv": b"0,a\n3,d\n6,g\n",
+        "p/day=b/file-0001.csv": b"1,b\n4,e\n7,h\n",
+        "p/day=c/file-0001.csv": b"2,c\n5,f\n8,i\n",
+    }
+
+
+@pytest.mark.parametrize("fmt", [CsvFormat(), TextFormat()], ids=lambda f: f.name)
+@pytest.mark.parametrize("partition_by", [(), ("day",)], ids=["no partitions", "partitions"])
+def test_a_batch_with_a_bad_value_keeps_exactly_its_good_rows(fake_s3, pool, fmt, partition_by):
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.string())])
+    names = [f"n{i}" if i != 6 else "nul\x00" for i in range(10)]
+    batch = pa.record_batch({"id": range(10), "name": names, "day": ["a", "b"] * 5}, schema=schema)
+    layout = Layout(partition_by=partition_by)
+    w = screening_writer(fake_s3, pool, fmt, 1, layout=layout, schema=schema, max_file_size=20)
+    w.add_batch(batch)
+    report = w.finish()
+    assert report.error is None and report.rows == 9
+    (bad,) = report.dead_letters
+    assert bad.column == "name" and '"id": 6' in bad.element and "NUL" in bad.reason
+    files = complete(fake_s3, report)
+    ids = sorted(
+        int(line.split(b"," if fmt.name == "csv" else b"\t")[0]) for f in files.values() for line in f.splitlines()
+    )
+    assert ids == [0, 1, 2, 3, 4, 5, 7, 8, 9]  # each good row once
+
+
+def test_without_max_bad_rows_no_batch_is_checked(fake_s3, pool, monkeypatch):
+    rendered = _renders(monkeypatch, CsvFormat())
+    monkeypatch.setattr(CsvFormat, "check_values", lambda self, batch: pytest.fail("checked"))
+    report = _write_all(screening_writer(fake_s3, pool, CsvFormat(), 0))
+    assert report.rows == 100 and rendered == [25, 25, 25, 25]
