@@ -830,6 +830,8 @@ LINEITEM_CASES = [
     "beam_batched",
     "copy_batches",
     "copy_batches_zstd",
+    "copy_batches_csv",
+    "copy_batches_csv_bad_rows",
     "copy_rows",
     "cli",
     "copy_iceberg",
@@ -844,6 +846,8 @@ LINEITEM_LABELS = {
     "beam_batched": "Beam ReadFromParquetBatched -> WriteToParquetBatched",
     "copy_batches": "CopyToS3, batches from ReadFromParquetBatched",
     "copy_batches_zstd": "CopyToS3 with zstd (Iceberg's codec), batches from ReadFromParquetBatched",
+    "copy_batches_csv": "CopyToS3 to CSV, batches from ReadFromParquetBatched",
+    "copy_batches_csv_bad_rows": "CopyToS3 to CSV with max_bad_rows=1 (every batch checked), batches",
     "copy_rows": "CopyToS3, rows from ReadFromParquet",
     "cli": "beam-s3-copy --source lineitem.parquet (python -m beam_s3_sink.cli)",
     "copy_iceberg": "CopyToIceberg (SQLite catalog), batches from ReadFromParquetBatched",
@@ -1001,6 +1005,10 @@ def run_lineitem_case(case: str, path: str, endpoint: str, bucket: str) -> None:
         elif case in ("copy_batches", "copy_batches_zstd"):
             fmt = ParquetFormat(compression="zstd" if case == "copy_batches_zstd" else "snappy")
             copy = CopyToS3(f"s3://{bucket}/{prefix}", format=fmt, schema=schema, s3=config)
+            p | beam.io.ReadFromParquetBatched(path) | copy | beam.Map(_print_files)
+        elif case in ("copy_batches_csv", "copy_batches_csv_bad_rows"):
+            bad = 1 if case == "copy_batches_csv_bad_rows" else 0
+            copy = CopyToS3(f"s3://{bucket}/{prefix}", format="csv", schema=schema, s3=config, max_bad_rows=bad)
             p | beam.io.ReadFromParquetBatched(path) | copy | beam.Map(_print_files)
         elif case == "copy_iceberg":
             catalog = iceberg_catalog(endpoint, folder.name, f"s3://{bucket}/{prefix}")
