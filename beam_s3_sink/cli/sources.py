@@ -412,8 +412,9 @@ class _ReadBatches(beam.DoFn):
         read = 0  # records handed on
         try:
             for table, size in self._csv_blocks(path, self._schema):
+                table = decode_bytea(table, self._schema)
                 read += table.num_rows
-                yield decode_bytea(table, self._schema), size
+                yield table, size
         except (pa.ArrowException, ValueError) as exc:  # ValueError: a bytea's hex
             if not self._keep_bad:
                 if isinstance(exc, ValueError):
