@@ -23,9 +23,10 @@ import functools
 import io
 import json
 import pickle
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Type
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Type
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -97,43 +98,49 @@ def split_csv_text(
     """
     fields = [f for f in schema if f.name in text.column_names]
     refused: Dict[int, Set[str]] = {}
-    for field in fields:
+    converted: Dict[str, _Converted] = {}
+    for field in fields:  # each column converted once: its runs of good values, its bad indexes
         column = text.select([field.name])
         convert = functools.partial(_convert, field=field, read=read)
-        _, bad = bisect(column, column.num_rows, convert, _slice, _REFUSED)
+        runs, bad = bisect(column, column.num_rows, convert, _slice, _REFUSED)
+        converted[field.name] = _Converted(runs, [index for index, _ in bad], field.type)
         for index, _ in bad:
             refused.setdefault(index, set()).add(field.name)
-    if not refused:
-        return _convert_table(text, fields, read), []
-    keep = pa.array([i for i in range(text.num_rows) if i not in refused], pa.int64())
-    good = _convert_table(text.take(keep), fields, read) if len(keep) else None
-    rows = [_csv_row(text.slice(i, 1), fields, refused[i], read) for i in sorted(refused)]
+    keep = np.array([i for i in range(text.num_rows) if i not in refused], np.int64)
+    good = None
+    if len(keep):
+        good = text.take(pa.array(keep))
+        for field in fields:
+            index = good.column_names.index(field.name)
+            good = good.set_column(index, field.name, converted[field.name].at(keep))
+    rows = []
+    for i in sorted(refused):  # values that convert as converted, the others as their text
+        row = text.slice(i, 1).to_pylist()[0]
+        for field in fields:
+            if field.name not in refused[i]:
+                row[field.name] = converted[field.name].at(np.array([i], np.int64))[0].as_py()
+        rows.append(row)
     return good, rows
 
 
+class _Converted:
+    """One column converted by :func:`~beam_s3_sink.bad_rows.bisect`: its good runs in order,
+    without the rows at ``bad``."""
+
+    def __init__(self, runs: List[pa.Table], bad: List[int], type_: pa.DataType) -> None:
+        self._values = pa.concat_tables(runs).column(0) if runs else pa.chunked_array([], type_)
+        self._bad = np.array(sorted(bad), np.int64)
+
+    def at(self, rows: np.ndarray) -> pa.ChunkedArray:
+        """The converted values of ``rows`` (none of them bad in this column)."""
+        return self._values.take(pa.array(rows - np.searchsorted(self._bad, rows)))
+
+
 def _convert(text: pa.Table, field: pa.Field, read: Callable[[bytes, pa.Schema], pa.Table]) -> pa.Table:
-    return read(_as_csv(text), pa.schema([field]))
-
-
-def _convert_table(
-    text: pa.Table, fields: Sequence[pa.Field], read: Callable[[bytes, pa.Schema], pa.Table]
-) -> pa.Table:
-    """``text`` with the schema's columns converted (any other column stays text)."""
-    converted = read(_as_csv(text.select([f.name for f in fields])), pa.schema(fields))
-    for field in fields:
-        text = text.set_column(text.column_names.index(field.name), field.name, converted.column(field.name))
-    return text
-
-
-def _csv_row(
-    text: pa.Table, fields: Sequence[pa.Field], refused: Set[str], read: Callable[[bytes, pa.Schema], pa.Table]
-) -> Dict[str, Any]:
-    """One record: its values that convert as converted, the others as their text."""
-    row = text.to_pylist()[0]
-    fitting = [f for f in fields if f.name not in refused]
-    if fitting:
-        row.update(read(_as_csv(text.select([f.name for f in fitting])), pa.schema(fitting)).to_pylist()[0])
-    return row
+    """One column of text converted, a row for every record: a second column of ``""`` keeps
+    the line of a NULL from being empty (the reader skips empty lines)."""
+    padded = text.append_column(field.name + "#", pa.array([""] * text.num_rows, pa.string()))
+    return read(_as_csv(padded), pa.schema([field])).select([field.name])
 
 
 def _as_csv(text: pa.Table) -> bytes:
